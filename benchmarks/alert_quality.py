@@ -55,6 +55,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from graphs.checker_settings import CHECKERS
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.options import fps_option, seed_option, threads_option
+from graphs.common.settings_files import COUNT, Bound, bounded_option
 
 ROOT = Path(__file__).resolve().parent.parent
 # The PREGO protocol's checker, which this benchmark has always scored first (the product's default is another:
@@ -124,23 +128,26 @@ def _seeds(value: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
-    p = argparse.ArgumentParser(prog="alert_quality.py", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="alert_quality.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--footage", help="existing footage folder (videos/, labels.json, split.json): skip generation")
     p.add_argument("--work", help="folder for every output (default: a new temporary folder, kept)")
-    p.add_argument("--seed", type=int, default=0, help="footage seed when generating (default 0)")
-    p.add_argument("--videos", type=int, default=20, help="executions when generating (default 20)")
+    p.add_argument("--seed", type=seed_option, default=0, help="footage seed when generating (default 0)")
+    p.add_argument("--videos", type=bounded_option(Bound(2, COUNT.high)), default=20,
+                   help="executions when generating (default 20)")
     p.add_argument("--size", default="640x480", help="frame size when generating (default 640x480)")
-    p.add_argument("--fps", default="15", help="frame rate when generating (default 15)")
+    p.add_argument("--fps", type=fps_option, default=15.0, help="frame rate when generating (default 15)")
     p.add_argument("--scenario", help="scenario of the annotation file (default: its only one)")
     p.add_argument("--clean", action="store_true",
                    help="generate the footage without camera motion, light changes, noise, blur or JPEG")
-    p.add_argument("--feature-fps", default="5", help="recognition-features --fps (default 5, as the README)")
+    p.add_argument("--feature-fps", type=fps_option, default=5.0,
+                   help="recognition-features --fps (default 5, as the README)")
     p.add_argument("--train-seeds", type=_seeds, default=None,
                    help="recognition-train --seed, one detector per seed (default: the config's seed)")  # fmt: skip
     p.add_argument("--checkers", type=_names, default=[DEFAULT_CHECKER],
                    help=f"checkers to compare, comma-separated, of {', '.join(CHECKERS)} (default {DEFAULT_CHECKER})")
     p.add_argument("--alert-on", default=None, help="stream-detect eval --alert-on (default: eval's default)")
-    p.add_argument("--threads", type=int, default=None, help="--threads for features and training (default: theirs)")
+    p.add_argument("--threads", type=threads_option, default=None,
+                   help="--threads for features and training (default: theirs)")
     p.add_argument("--reuse", action="store_true", help="keep the graph, features and detectors found in --work")
     p.add_argument("--json", dest="json_out", help="also write every figure to this JSON file")
     return p
@@ -303,6 +310,7 @@ def print_report(stages: Stages, results: dict[str, list[dict[str, Any]]], graph
               "stream-detect eval ran with --default-rates")
 
 
+@exit_on_input_error
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point."""
     args = build_parser().parse_args(argv)
@@ -318,7 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not (args.reuse and (footage / "split.json").exists()):
                 stages.run("generate footage", [py, "-m", "tests.hard_procedure_videos", str(footage), "--seed",
                                                 str(args.seed), "--videos", str(args.videos), "--size", args.size,
-                                                "--fps", args.fps, *(["--clean"] if args.clean else [])])  # fmt: skip
+                                                "--fps", f"{args.fps:g}",
+                                                *(["--clean"] if args.clean else [])])  # fmt: skip
         else:
             footage = Path(args.footage).resolve()
         labels, videos = footage / "labels.json", footage / "videos"
@@ -332,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         features = work / "features"
         stages.run("recognition-features", [
             console_script("recognition-features"), "--videos", str(videos), "--annotations", str(labels), *scenario,
-            "--extractor", "efficientnet-lite0", "--fps", args.feature_fps, "--out", str(features),
+            "--extractor", "efficientnet-lite0", "--fps", f"{args.feature_fps:g}", "--out", str(features),
             "--test-videos", ",".join(test), "--quiet", *threads])  # fmt: skip
         detectors: list[tuple[str, Path]] = []
         for seed in args.train_seeds or [None]:

@@ -24,7 +24,6 @@ lost (none within 2 s), and what the checker counted (malformed, over budget). T
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import sys
@@ -37,6 +36,9 @@ import zmq
 from rich.console import Console
 from rich.table import Table
 
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.settings_files import EVENT_RATE, RUN_SECONDS, bounded_option
 from streaming.checker.config import CheckerConfig
 
 # Nothing here may import torch: the checker and flooder processes are spawned, and each re-imports this module,
@@ -176,12 +178,15 @@ def run_flood(kind: str, graph: str, seconds: float, victim_rate: float) -> dict
     }
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Run each flood and print one table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=10.0, help="length of each flood")
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=bounded_option(RUN_SECONDS, integer=False), default=10.0,
+                        help="length of each flood")
     parser.add_argument("--floods", default=",".join(FLOODS), help=f"comma-separated, from {', '.join(FLOODS)}")
-    parser.add_argument("--victim-rate", type=float, default=4.0, help="victim key-steps per second")
+    parser.add_argument("--victim-rate", type=bounded_option(EVENT_RATE, integer=False), default=4.0,
+                        help="victim key-steps per second")
     args = parser.parse_args(argv)
     floods = [f for f in args.floods.split(",") if f]
     if unknown := set(floods) - set(FLOODS):

@@ -32,7 +32,6 @@ streams' alerts must still arrive within 1 s.
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import math
@@ -55,12 +54,15 @@ from rich.table import Table
 
 # Nothing at the top may import torch: the spawned processes, the checker's included, re-import this module.
 from graphs.checker_settings import CheckerSettings
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
 from graphs.common.options import seed_option
+from graphs.common.settings_files import COUNT, EVENT_RATE, RUN_SECONDS, Bound, bounded_option
 from graphs.task_graph import END, START, TaskGraph, save_graph
 from streaming.checker.config import CheckerConfig
 from streaming.checker.process import CheckerProcess
 from streaming.curve_keys import CurveClient, CurveServer, write_key_set
-from streaming.messages import CheckerHealth, decode, run_of
+from streaming.messages import MAX_HISTORY, CheckerHealth, decode, run_of
 from streaming.transport import HEARTBEAT_S, VIEW_RECV_HWM, Publisher, connect, subscribe
 
 TARGET_P99_MS = 5.0
@@ -501,14 +503,19 @@ def find_max(base: LoadConfig, console: Console) -> tuple[int, list[Result]]:
     return passing, results
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Run the trial(s), print the table, then the summary line last."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", type=int, default=100, help="detector streams K (default 100)")
-    parser.add_argument("--rate", type=float, default=10.0, help="key-steps per second per stream (default 10)")
-    parser.add_argument("--seconds", type=float, default=20.0, help="measured window (default 20)")
-    parser.add_argument("--steps", type=int, default=40, help="key-steps per session (default 40)")
-    parser.add_argument("--mistakes", type=float, default=0.1, help="share of steps done too early (default 0.1)")
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=bounded_option(COUNT), default=100, help="detector streams K (default 100)")
+    parser.add_argument("--rate", type=bounded_option(EVENT_RATE, integer=False), default=10.0,
+                        help="key-steps per second per stream (default 10)")
+    parser.add_argument("--seconds", type=bounded_option(RUN_SECONDS, integer=False), default=20.0,
+                        help="measured window (default 20)")
+    parser.add_argument("--steps", type=bounded_option(Bound(2, MAX_HISTORY)), default=40,
+                        help="key-steps per session (default 40)")
+    parser.add_argument("--mistakes", type=bounded_option(Bound(0, 1), integer=False), default=0.1,
+                        help="share of steps done too early (default 0.1)")
     parser.add_argument("--curve", action="store_true", help="CURVE on the checker's sockets")
     parser.add_argument("--flood", action="store_true", help="a peer floods malformed and oversized messages")
     parser.add_argument("--find-max", action="store_true", help="the largest K with p99 under 5 ms at --rate")

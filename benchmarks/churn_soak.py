@@ -26,7 +26,6 @@ a run longer than that shows the plateau. The last line is::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
@@ -43,6 +42,9 @@ from pathlib import Path
 import numpy as np
 import zmq
 
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.settings_files import COUNT, RUN_SECONDS, WAIT_SECONDS, Bound, bounded_option
 from streaming.detector import EventPublisher
 from streaming.transport import Publisher, connect_waiting
 
@@ -197,16 +199,20 @@ def drain(fd: int) -> None:
             pass
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Run the churn, print one line per service and the last line."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duration", type=float, default=600.0, help="seconds of churn (default 600)")
-    parser.add_argument("--cameras", type=int, default=5, help="detector streams at a time (default 5)")
-    parser.add_argument("--every", type=float, default=10.0, help="seconds between readings (default 10)")
-    parser.add_argument("--settle", type=float, default=30.0,
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=bounded_option(RUN_SECONDS, integer=False), default=600.0,
+                        help="seconds of churn (default 600)")
+    parser.add_argument("--cameras", type=bounded_option(COUNT), default=5,
+                        help="detector streams at a time (default 5)")
+    parser.add_argument("--every", type=bounded_option(RUN_SECONDS, integer=False), default=10.0,
+                        help="seconds between readings (default 10)")
+    parser.add_argument("--settle", type=bounded_option(WAIT_SECONDS, integer=False), default=30.0,
                         help="seconds after the churn before the last reading (default 30: the checker frees an idle "
                              "stream after 24 s)")
-    parser.add_argument("--port", type=int, default=0,
+    parser.add_argument("--port", type=bounded_option(Bound(0, 65533, note="0: free ones")), default=0,
                         help="first of three loopback ports: checker in, checker out, dashboard (default: free ones)")
     args = parser.parse_args(argv)
     ports = [args.port + k if args.port else 0 for k in range(3)]

@@ -28,7 +28,6 @@ rss_max_mb=B rss_end_mb=C missed=M pages_closed=F
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import multiprocessing as mp
@@ -48,6 +47,10 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.settings_files import COUNT, EVENT_RATE, RUN_SECONDS, WAIT_SECONDS, bounded_option
 
 # Nothing at the top may import torch: the spawned publisher re-imports this module.
 from streaming.checker.config import CheckerConfig
@@ -253,14 +256,17 @@ async def measure(url: str, pid: int, checker_pid: int, pages: int, duration: fl
     }
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Run the load, print the table and the last line."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", type=int, default=100, help="detector streams (default 100)")
-    parser.add_argument("--rate", type=float, default=10.0, help="key-steps a second per stream (default 10)")
-    parser.add_argument("--pages", type=int, default=20, help="open pages (default 20)")
-    parser.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
-    parser.add_argument("--warmup", type=float, default=10.0,
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=bounded_option(COUNT), default=100, help="detector streams (default 100)")
+    parser.add_argument("--rate", type=bounded_option(EVENT_RATE, integer=False), default=10.0,
+                        help="key-steps a second per stream (default 10)")
+    parser.add_argument("--pages", type=bounded_option(COUNT), default=20, help="open pages (default 20)")
+    parser.add_argument("--duration", type=bounded_option(RUN_SECONDS, integer=False), default=600.0,
+                        help="seconds of load (default 600)")
+    parser.add_argument("--warmup", type=bounded_option(WAIT_SECONDS, integer=False), default=10.0,
                         help="first seconds left out of the latency figures (default 10; their worst is shown)")
     args = parser.parse_args(argv)
     console = Console(stderr=True, width=200)

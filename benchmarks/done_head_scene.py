@@ -25,7 +25,6 @@ the truth.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,7 +32,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from graphs.common.errors import InputError
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import InputError, exit_on_input_error
+from graphs.common.options import seed_option
+from graphs.common.settings_files import COUNT, bounded_option
 from recognition.augment import order_positions
 from recognition.checkpoint import load_detector
 from recognition.feature_folders import FeatureConfig, load_video
@@ -107,17 +109,16 @@ def measure(detector: Path, features: Path, draws: int, seed: int) -> dict[str, 
             "agree_pairs": int(agree.sum()), "disagree_pairs": int((~agree).sum()), "ap": float(np.ravel(ap)[0])}
 
 
+@exit_on_input_error
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the figures of each detector and their mean."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--features", required=True, help="the feature folder the detectors were trained on")
     parser.add_argument("--detectors", required=True, help="checkpoints, comma-separated")
-    parser.add_argument("--draws", type=int, default=10, help="random orders per validation video (default 10)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the orders (default 0)")
+    parser.add_argument("--draws", type=bounded_option(COUNT), default=10,
+                        help="random orders per validation video (default 10)")
+    parser.add_argument("--seed", type=seed_option, default=0, help="seed of the orders (default 0)")
     args = parser.parse_args(argv)
-    if args.draws < 1:
-        print(f"error: --draws {args.draws}: must be at least 1", file=sys.stderr)
-        return 2
     rows = []
     try:
         for path in [Path(p) for p in args.detectors.split(",") if p]:

@@ -15,7 +15,6 @@ average before and after. ``--device cuda --batch 256 --threads 1`` measures the
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -30,6 +29,10 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.options import fps_option, threads_option
+from graphs.common.settings_files import COUNT, RUN_SECONDS, Bound, bounded_option
 from streaming.demo.procedure import annotation_file
 from streaming.demo.synthetic_video import demo_video
 from streaming.extractors import EXTRACTOR_NAMES, make_extractor
@@ -75,19 +78,21 @@ def backbone_only(extractor_name: str, workers: int, device: str, batch: int, fr
     return len(batches) * batch / (time.perf_counter() - started)
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Run the measurement and print a table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--extractor", default="efficientnet-lite0", choices=EXTRACTOR_NAMES, help="feature extractor")
-    parser.add_argument("--threads", type=int, default=2, help="workers (one core each)")
-    parser.add_argument("--videos", type=int, default=4, help="videos to extract (at least 2: one is the test split)")
-    parser.add_argument("--seconds", type=float, default=20.0, help="length of each video")
-    parser.add_argument("--fps", type=float, default=30.0, help="features per second of video")
+    parser.add_argument("--threads", type=threads_option, default=2, help="workers (one core each)")
+    parser.add_argument("--videos", type=bounded_option(Bound(2, COUNT.high)), default=4,
+                        help="videos to extract (at least 2: one is the test split, the other trains)")
+    parser.add_argument("--seconds", type=bounded_option(RUN_SECONDS, integer=False), default=20.0,
+                        help="length of each video")
+    parser.add_argument("--fps", type=fps_option, default=30.0, help="features per second of video")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the extractor runs")
-    parser.add_argument("--batch", type=int, default=8, help="frames per extractor call (on a GPU: 256)")
+    parser.add_argument("--batch", type=bounded_option(Bound(1, 65536)), default=8,
+                        help="frames per extractor call (on a GPU: 256)")
     args = parser.parse_args(argv)
-    if args.videos < 2:
-        parser.error("--videos must be at least 2 (the feature folder needs a training and a test video)")
     console = Console()
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:

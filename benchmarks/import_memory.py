@@ -32,6 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.settings_files import COUNT, WIDTH, Bound, bounded_option
+
 
 def write_folder(root: Path, recordings: int, rows: int, width: int) -> int:
     """``recordings`` feature files under ``root/npy`` and ``root/labels.json`` (two steps a recording, one vector a
@@ -54,11 +58,13 @@ def write_folder(root: Path, recordings: int, rows: int, width: int) -> int:
     return total
 
 
+@exit_on_input_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--recordings", type=int, default=20, help="feature files (default 20)")
-    parser.add_argument("--rows", type=int, default=2048, help="vectors per file, one a second (default 2048)")
-    parser.add_argument("--width", type=int, default=1024, help="vector width (default 1024)")
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recordings", type=bounded_option(COUNT), default=20, help="feature files (default 20)")
+    parser.add_argument("--rows", type=bounded_option(Bound(1, 10**7)), default=2048,
+                        help="vectors per file, one a second (default 2048)")
+    parser.add_argument("--width", type=bounded_option(WIDTH), default=1024, help="vector width (default 1024)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="import-memory-") as scratch:
         root = Path(scratch)

@@ -33,6 +33,9 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.annotations import load_annotations
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.settings_files import COUNT, bounded_option
 from tgml.bench import prego
 from tgml.bench.captaincook import DEFAULT_CONFIG, load_procedures
 from tgml.bench.prego.methods import load_method_settings
@@ -56,11 +59,12 @@ def seconds_per_call(calls: list[Callable[[], object]], repeats: int) -> float:
     return (time.perf_counter() - start) / (repeats * len(calls))
 
 
+@exit_on_input_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     default_data = os.environ.get("MISTAKE_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     parser.add_argument("--data", default=default_data, help="shared data folder")
-    parser.add_argument("--repeats", type=int, default=1, help="times every graph is trained")
+    parser.add_argument("--repeats", type=bounded_option(COUNT), default=1, help="times every graph is trained")
     args = parser.parse_args()
     torch.set_num_threads(1)
     data = Path(args.data)

@@ -29,7 +29,6 @@ on a machine shared with other work, the tails move with it.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import os
 import resource
@@ -47,6 +46,11 @@ import cv2
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.options import fps_option, threads_option
+from graphs.common.settings_files import COUNT, RUN_SECONDS, bounded_option
 
 CAMERA_FPS = 30.0
 CAMERA_SIZE = (640, 480)
@@ -289,24 +293,25 @@ def fits(run: Run, rate: float) -> bool:
     return sum(s.missed_at(rate) for s in run.streams) == 0 and run.p(99) < P99_TARGET_MS
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Run every mode at every K and print the figures."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", default="1,2,4,8", help="camera counts K to try")
-    parser.add_argument("--rate", type=float, default=5.0, help="feature frames per second per camera")
-    parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per run (after the warm-up)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of the one-process detector")
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=bounded_option(COUNT, listed=True), default=[1, 2, 4, 8],
+                        help="camera counts K to try")
+    parser.add_argument("--rate", type=fps_option, default=5.0, help="feature frames per second per camera")
+    parser.add_argument("--seconds", type=bounded_option(RUN_SECONDS, integer=False), default=20.0,
+                        help="measured seconds per run (after the warm-up)")
+    parser.add_argument("--threads", type=threads_option, default=1, help="torch threads of the one-process detector")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the models run")
     parser.add_argument("--modes", default="one,each",
                         help="one (one process for all), each (one per camera), split (--threads processes)")
     args = parser.parse_args(argv)
-    if args.threads < 1:
-        parser.error(f"--threads {args.threads}: give at least 1")
     modes = args.modes.split(",")
     unknown = sorted(set(modes) - {"one", "each", "split"})
     if unknown:
         parser.error(f"--modes {args.modes}: unknown mode {unknown[0]!r} (one, each, split)")
-    counts = [int(k) for k in args.streams.split(",")]
+    counts: list[int] = args.streams
     from streaming.checker.config import CheckerConfig
     from streaming.checker.process import CheckerProcess
     from streaming.demo.paths import default_demo_paths

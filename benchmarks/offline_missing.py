@@ -22,7 +22,6 @@ missing-step target either: what is missing is which steps were done at all, not
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from dataclasses import dataclass
@@ -35,7 +34,10 @@ from rich.progress import Progress
 from rich.table import Table
 from torch import nn
 
-from graphs.common.errors import InputError
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import InputError, exit_on_input_error
+from graphs.common.options import epochs_option, seed_option, threads_option
+from graphs.common.settings_files import WIDTH, Bound, bounded_option
 from graphs.precision_recall import shown
 from recognition.metrics import average_precision
 from tgml.bench.live.bench import assign_folds, check_folds
@@ -155,23 +157,22 @@ def screen_table(scores: dict[str, Scores]) -> Table:
     return table
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("MISTAKE_DATA", "../shared/data")),
                         help="the data folder (holding captaincook4d/ and captaincook4d-pe/)")
     parser.add_argument("--features", type=Path, default=None,
                         help="a folder of <recording_id>.npy per-second features (default the data set's)")
-    parser.add_argument("--folds", type=int, default=3, help="folds per recipe, dealt as tgml bench-live deals them")
-    parser.add_argument("--seed", type=int, default=42, help="seeds the folds and the models")
-    parser.add_argument("--epochs", type=int, default=30, help="passes over the training recordings")
-    parser.add_argument("--hidden", type=int, default=128, help="the GRU's width")
-    parser.add_argument("--window", type=int, default=300, help="seconds of each training window")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--folds", type=bounded_option(Bound(1, 1000)), default=3,
+                        help="folds per recipe, dealt as tgml bench-live deals them")
+    parser.add_argument("--seed", type=seed_option, default=42, help="seeds the folds and the models")
+    parser.add_argument("--epochs", type=epochs_option, default=30, help="passes over the training recordings")
+    parser.add_argument("--hidden", type=bounded_option(WIDTH), default=128, help="the GRU's width")
+    parser.add_argument("--window", type=bounded_option(Bound(1, 86400)), default=300,
+                        help="seconds of each training window")
+    parser.add_argument("--threads", type=threads_option, default=1, help="torch threads")
     args = parser.parse_args(argv)
-    for option in ("folds", "epochs", "hidden", "window", "threads"):
-        if getattr(args, option) < 1:
-            print(f"error: --{option} must be at least 1", file=sys.stderr)
-            return 2
     torch.set_num_threads(args.threads)
     try:
         settings = ScreenSettings(args.epochs, args.hidden, args.window, args.seed)

@@ -14,15 +14,16 @@ near-perfect recognition, beside its "annotated steps" rows (docs/live-benchmark
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from graphs.common.errors import InputError
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import InputError, exit_on_input_error
 from graphs.common.options import seed_option
+from graphs.common.settings_files import WIDTH, Bound, bounded_option
 from tgml.bench.live.recordings import LiveData, load_live_data
 
 CODE_SCALE = 1.5  # the spread of a class's code against the noise's 1: classes far apart, every second recognisable
@@ -55,20 +56,20 @@ def write_folder(data: LiveData, out: Path, dim: int, noise: float, seed: int) -
     return len(data.recordings)
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("MISTAKE_DATA", "../shared/data")),
                         help="the data folder (default $MISTAKE_DATA or ../shared/data)")
     parser.add_argument("--features", type=Path, default=None,
                         help="the recordings to copy, by their features folder (default the data set's)")
     parser.add_argument("--out", type=Path, required=True, help="the folder to write")
-    parser.add_argument("--dim", type=int, default=64, help="the vectors' width (default 64)")
-    parser.add_argument("--noise", type=float, default=1.0, help="the noise's standard deviation (default 1)")
+    parser.add_argument("--dim", type=bounded_option(WIDTH), default=64, help="the vectors' width (default 64)")
+    parser.add_argument("--noise", type=bounded_option(Bound(0, 1e6), integer=False), default=1.0,
+                        help="the noise's standard deviation (default 1)")
     parser.add_argument("--seed", type=seed_option, default=0, help="seeds the codes and the noise (default 0)")
     args = parser.parse_args(argv)
     try:
-        if args.dim < 1 or not args.noise >= 0:
-            raise InputError(f"--dim {args.dim} --noise {args.noise}: need a width >= 1 and a noise >= 0")
         count = write_folder(load_live_data(args.data, args.features), args.out, args.dim, args.noise, args.seed)
     except (InputError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)

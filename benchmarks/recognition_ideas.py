@@ -20,7 +20,6 @@ it for the record, never to choose.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -34,6 +33,10 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.options import MAX_SEED_COUNT, threads_option
+from graphs.common.settings_files import Bound, bounded_option
 from recognition.feature_folders import FeatureConfig, FeatureDataset, choose_validation_videos, load_feature_dataset
 from recognition.train import SMALL_CPU_DETECTOR, DetectorTrainConfig, train_detector
 from streaming.offline.features import FeatureExtractionConfig, extract_feature_folder
@@ -92,14 +95,16 @@ def global_average_only(data: FeatureDataset) -> FeatureDataset:
     return replace(data, train=cut(data.train), test=cut(data.test), feature_extractor="efficientnet-lite0")
 
 
+@exit_on_input_error
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", type=Path, required=True, help="videos/, labels.json, split.json")
     parser.add_argument("--work", type=Path, default=None, help="feature folders (default: SET/features-ideas)")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--copies", type=int, default=4, help="augmented copies of each training video")
+    parser.add_argument("--seeds", type=bounded_option(Bound(1, MAX_SEED_COUNT)), default=3)
+    parser.add_argument("--copies", type=bounded_option(Bound(0, 1000)), default=4,
+                        help="augmented copies of each training video")
     parser.add_argument("--ideas", default="", help="comma-separated idea numbers (1-based; default all)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="extraction workers")
+    parser.add_argument("--threads", type=threads_option, default=os.cpu_count() or 1, help="extraction workers")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
     work = args.work or args.set / "features-ideas"

@@ -25,7 +25,6 @@ from the batch forward. Targets (issue 4): >= 500 frames/s and p99 < 5 ms on 2 C
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable
 
@@ -34,8 +33,12 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.options import threads_option
+from graphs.common.settings_files import WIDTH, Bound, bounded_option
 from recognition.model import FastStepper, MiniROAD, MiniROADConfig
-from recognition.motion import model_inputs
+from recognition.motion import MAX_MOTION_LAG, model_inputs
 
 
 def time_calls(call: Callable[[int], object], n: int, warmup: int) -> np.ndarray:
@@ -92,18 +95,20 @@ def bench_chunk(model: MiniROAD, frames: torch.Tensor, reference: torch.Tensor, 
     return time_calls(call, len(chunks), max(1, warmup // k)), len(chunks) * k, diff
 
 
+@exit_on_input_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--frames", type=int, default=2000)
-    parser.add_argument("--warmup", type=int, default=100)
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=threads_option, default=2)
+    parser.add_argument("--frames", type=bounded_option(Bound(1, 10**7)), default=2000)
+    parser.add_argument("--warmup", type=bounded_option(Bound(0, 10**7)), default=100)
     parser.add_argument("--modes", default="module,fast-fp32,fast-int8,chunk-8")
     published = MiniROADConfig()  # the sizes timed by default
-    parser.add_argument("--input-dim", type=int, default=published.input_dim)
-    parser.add_argument("--embed-dim", type=int, default=published.embed_dim)
-    parser.add_argument("--hidden-dim", type=int, default=published.hidden_dim)
-    parser.add_argument("--classes", type=int, default=published.num_classes)
-    parser.add_argument("--motion-lag", type=int, default=0, help="motion inputs over this many frames (0: none)")
+    parser.add_argument("--input-dim", type=bounded_option(WIDTH), default=published.input_dim)
+    parser.add_argument("--embed-dim", type=bounded_option(WIDTH), default=published.embed_dim)
+    parser.add_argument("--hidden-dim", type=bounded_option(WIDTH), default=published.hidden_dim)
+    parser.add_argument("--classes", type=bounded_option(Bound(2, 10**4)), default=published.num_classes)
+    parser.add_argument("--motion-lag", type=bounded_option(Bound(0, MAX_MOTION_LAG)), default=0,
+                        help="motion inputs over this many frames (0: none)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -15,7 +15,6 @@ every command compiled its modules anew each time (0.37-0.45 s where it takes 0.
 
 from __future__ import annotations
 
-import argparse
 import compileall
 import statistics
 import subprocess
@@ -25,6 +24,10 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.settings_files import Bound, bounded_option
 
 # The commands' own lists: a list written here had left out bench-live, captaincook-labels and dashboard
 from streaming.stream_detect_cli import SUBCOMMANDS as STREAM_DETECT_SUBCOMMANDS
@@ -76,10 +79,12 @@ def wall_times(argv: list[str], runs: int) -> list[float]:
     return times
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Time every command and print one table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=7, help="timed runs per command (after one warm-up run)")
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=bounded_option(Bound(1, 1000)), default=7,
+                        help="timed runs per command (after one warm-up run)")
     parser.add_argument("--only", choices=list(MODULES), help="time one command's pages only")
     args = parser.parse_args(argv)
     for package in ("graphs", "tgml", "recognition", "streaming"):

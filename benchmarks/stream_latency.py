@@ -26,7 +26,6 @@ size with untrained weights (the speed does not depend on the weights; no alert 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -43,6 +42,10 @@ import zmq
 from rich.console import Console
 from rich.table import Table
 
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.options import MIN_FPS, threads_option
+from graphs.common.settings_files import COUNT, EVENT_RATE, RUN_SECONDS, Bound, bounded_option
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import FastStepper, MiniROAD
 from streaming.all_in_one import await_subscription
@@ -62,6 +65,8 @@ from streaming.view.state import ViewState
 # A step that needs another: as the first step of a session it is always a pre-condition violation.
 VIOLATING_STEP = next(step for step, needs in PRECONDITIONS.items() if needs)
 CAMERA_FPS = 30.0
+# A feature rate the reader can take from the camera: at least one a second (MIN_FPS), at most a feature per frame.
+CAMERA_RATES = Bound(MIN_FPS, CAMERA_FPS, note="features per second")
 CAMERA_SIZE = (640, 480)
 KEEPS_UP = 0.01  # a rate keeps up when at most this share of its feature slots is missed
 
@@ -265,17 +270,22 @@ def _percentiles(values: np.ndarray) -> str:
     return f"{np.percentile(values, 50):.1f} / {np.percentile(values, 99):.1f}" if len(values) else "n/a"
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Run the measurements and print them as rich tables."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--extractor", default="efficientnet-lite0", choices=EXTRACTOR_NAMES, help="feature extractor")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of the detector (default 1)")
+    parser.add_argument("--threads", type=threads_option, default=1, help="torch threads of the detector (default 1)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where the feature extractor runs (the small MiniROAD step stays on the CPU)")
-    parser.add_argument("--rates", default="5,10,15,20,25,30", help="feature rates to try on the 30 fps camera")
-    parser.add_argument("--seconds", type=float, default=10.0, help="seconds of camera per rate")
-    parser.add_argument("--events", type=int, default=1000, help="key-step events for the hop latency")
-    parser.add_argument("--rate", type=float, default=200.0, help="events per second for the hop latency")
+    parser.add_argument("--rates", type=bounded_option(CAMERA_RATES, integer=False, listed=True),
+                        default=[5.0, 10.0, 15.0, 20.0, 25.0, 30.0], help="feature rates to try on the 30 fps camera")
+    parser.add_argument("--seconds", type=bounded_option(RUN_SECONDS, integer=False), default=10.0,
+                        help="seconds of camera per rate")
+    parser.add_argument("--events", type=bounded_option(COUNT), default=1000,
+                        help="key-step events for the hop latency")
+    parser.add_argument("--rate", type=bounded_option(EVENT_RATE, integer=False), default=200.0,
+                        help="events per second for the hop latency")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
@@ -285,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     extractor = make_extractor(args.extractor, device=args.device)
     model, checkpoint, trained = detector_for(extractor)
     costs = stage_costs(video, extractor, model)
-    rates = [float(r) for r in args.rates.split(",")]
+    rates: list[float] = args.rates
     ctx = zmq.Context()
     with tempfile.TemporaryDirectory() as tmp:
         checker = CheckerProcess(str(graph_path), CheckerConfig(f"ipc://{tmp}/in", f"ipc://{tmp}/out"))

@@ -24,6 +24,9 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.annotations import load_annotations
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.options import epochs_option, threads_option
 from tgml.learners.do.config import DOConfig
 from tgml.learners.do.model import DirectOptimization, wrap
 from tgml.learners.do.train import build_training_set, epoch_rows, train_do
@@ -60,14 +63,15 @@ def random_dedup(seq: list[int], rng: np.random.Generator) -> list[int]:
     return [seq[p] for p in sorted(chosen.values())]
 
 
+@exit_on_input_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     default_data = os.environ.get("MISTAKE_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     parser.add_argument("--data", default=default_data, help="shared data folder")
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--threads", type=threads_option, default=1,
                         help="torch threads for the epoch timings (training itself always uses one)")
-    parser.add_argument("--loop-epochs", type=int, default=2, help="epochs timed with the per-position loop")
-    parser.add_argument("--fast-epochs", type=int, default=100, help="epochs timed with the vectorised loss")
+    parser.add_argument("--loop-epochs", type=epochs_option, default=2, help="epochs timed with the per-position loop")
+    parser.add_argument("--fast-epochs", type=epochs_option, default=100, help="epochs timed with the vectorised loss")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     ann = load_annotations(Path(args.data) / "assembly101-o" / "train.json", check_times=False)

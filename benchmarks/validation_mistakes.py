@@ -25,7 +25,6 @@ would film. The detector steps with `MiniROAD.step`, which computes what the liv
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,8 +34,11 @@ import numpy as np
 import torch
 
 from graphs.checker_settings import CheckerSettings
-from graphs.common.errors import InputError
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import InputError, exit_on_input_error
 from graphs.common.files import read_json
+from graphs.common.options import seed_option
+from graphs.common.settings_files import Bound, bounded_option
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.model import MiniROAD
@@ -64,6 +66,9 @@ class _NoReader:
     dropped = 0
     error = None
     frames = 0
+
+
+THRESHOLD = Bound(0, 1, open_low=True, open_high=True)  # an alert threshold of 0 or 1 alerts always or never
 
 
 def mistaken_orders(steps: Sequence[int], graph: TaskGraph) -> list[list[int]]:
@@ -123,21 +128,24 @@ def record_features(model: MiniROAD, checkpoint: DetectorCheckpoint, graph: Task
     return DetectorRecord(name, len(inputs), tuple(link.sent))
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p = ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--features", type=Path, required=True, help="the recognition-features folder")
     p.add_argument("--graph", type=Path, required=True)
     p.add_argument("--annotations", type=Path, required=True, help="the labels the features were extracted with")
     p.add_argument("--detectors", required=True, help="comma-separated checkpoints trained on that folder")
-    p.add_argument("--thresholds", default="0.2,0.3,0.5,0.7", help="probabilistic checker's alert thresholds")
-    p.add_argument("--variants", type=int, default=3, help="mistaken versions per validation video (at most)")
-    p.add_argument("--seed", type=int, default=0, help="which mistaken versions are drawn")
+    p.add_argument("--thresholds", type=bounded_option(THRESHOLD, integer=False, listed=True),
+                   default=[0.2, 0.3, 0.5, 0.7], help="probabilistic checker's alert thresholds")
+    p.add_argument("--variants", type=bounded_option(Bound(0, 1000)), default=3,
+                   help="mistaken versions per validation video (at most)")
+    p.add_argument("--seed", type=seed_option, default=0, help="which mistaken versions are drawn")
     args = p.parse_args(argv)
     try:
         graph = load_graph(args.graph)
         labels = read_json(args.annotations, "annotation file")["annotations"]
         settings = [("binary", CheckerSettings("binary"))] + [
-            (f"probabilistic {t}", CheckerSettings("probabilistic", float(t))) for t in args.thresholds.split(",")]
+            (f"probabilistic {t}", CheckerSettings("probabilistic", float(t))) for t in args.thresholds]
         scores: dict[str, list[VideoScores]] = {name: [] for name, _ in settings}
         rng = np.random.default_rng(args.seed)
         for detector in args.detectors.split(","):

@@ -10,13 +10,15 @@ Prints one line per width and step count: the median milliseconds of a frame.
 
 from __future__ import annotations
 
-import argparse
 import io
 import statistics
 import time
 
 from rich.console import Console
 
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.settings_files import COUNT, Bound, bounded_option
 from streaming.messages import Status
 from streaming.view.render import render
 from streaming.view.state import ViewState
@@ -37,14 +39,15 @@ def frame_ms(steps: int, width: int, repeats: int) -> float:
     return statistics.median(times)
 
 
+@exit_on_input_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--widths", default="80,200")
-    parser.add_argument("--steps", default="20,200,2048")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--widths", type=bounded_option(Bound(20, 10000), listed=True), default=[80, 200])
+    parser.add_argument("--steps", type=bounded_option(Bound(1, 10**5), listed=True), default=[20, 200, 2048])
+    parser.add_argument("--repeats", type=bounded_option(COUNT), default=5)
     args = parser.parse_args()
-    for width in map(int, args.widths.split(",")):
-        for steps in map(int, args.steps.split(",")):
+    for width in args.widths:
+        for steps in args.steps:
             print(f"width={width} steps={steps} frame_ms={frame_ms(steps, width, args.repeats):.1f}")
 
 

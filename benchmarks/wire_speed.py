@@ -12,7 +12,6 @@ before encoding stopped deep-copying the history and decoding checked it in C).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Callable
@@ -21,6 +20,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from graphs.common.command_line import ArgumentParser
+from graphs.common.errors import exit_on_input_error
+from graphs.common.settings_files import COUNT, bounded_option
 from streaming.messages import MAX_HISTORY, Heartbeat, decode, encode
 
 
@@ -34,10 +36,11 @@ def timed(work: Callable[[], object], repeats: int) -> np.ndarray:
     return out
 
 
+@exit_on_input_error
 def main(argv: list[str] | None = None) -> int:
     """Time encode, decode and both on a full-history heartbeat, and print one table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=200, help="calls timed per measure")
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=bounded_option(COUNT), default=200, help="calls timed per measure")
     args = parser.parse_args(argv)
     history = (tuple(range(1, 7)) * (MAX_HISTORY // 6 + 1))[:MAX_HISTORY]
     beat = Heartbeat("cam0", 4, 2.0, "s1", history, None, 120, 2, 29.5, False)

@@ -127,10 +127,11 @@ def _watch_parent(parent: int, period: float = PARENT_POLL_S) -> None:
 
     A thread polling ``os.getppid()``, not Linux's ``prctl(PR_SET_PDEATHSIG)``: that signal fires when the *thread*
     that started the worker ends, not its process, and the pool starts workers from whichever thread submits a job
-    (a run off the main thread, whose thread then ends, would kill healthy workers) and replaces them from its
-    manager thread; it also misses a parent that died before the worker set it, and exists on Linux only. An
-    orphan is re-parented (to init or a subreaper), so a parent pid that changed means the parent died, whatever
-    killed it; the pid is the parent's own, handed over, since one read here could already be the new parent's.
+    (a run off the main thread, whose thread then ends, would kill healthy workers), and a pool with
+    ``max_tasks_per_child`` replaces them from its manager thread; it also misses a parent that died before the
+    worker set it, and exists on Linux only. An orphan is re-parented (to init or a subreaper), so a parent pid that
+    changed means the parent died, whatever killed it; the pid is the parent's own, handed over, since one read here
+    could already be the new parent's.
     """
 
     def watch() -> None:

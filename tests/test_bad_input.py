@@ -478,7 +478,7 @@ def frames_cases() -> list[Case]:
         Case("prego-replay-sweep-under-no-sweep", prego_bench,
              lambda f: ["replay", "--frames", f.json("frames.json", {"v": {"pred": [1] * 240, "gt": [1] * 240}}),
                         "--graph", str(GRAPH), "--no-sweep", "--sweep", "1,-2"],
-             "--sweep '1,-2': -2 is not a min_duration the segmenter takes"),
+             "--sweep '1,-2': -2 is not a --min-duration the segmenter takes"),
     ]
 
 

@@ -148,7 +148,9 @@ def naming_the_file(path: Path, table_name: str = "", tables: Mapping[str, Colle
 def naming_the_flags(given: Collection[str], option: str = "") -> Iterator[None]:
     """Inside the block, a config's `InputError` that names a field by its class (``NoisyAndConfig.cut = 1.5``)
     names the command-line option it came from instead (``--cut 1.5``), for the fields in ``given``; with
-    ``option`` (``"--set"``), that option and the key (``--set cut=1.5``)."""
+    ``option`` (``"--set"``), that option and the key (``--set cut=1.5``). Without ``option``, the other fields in
+    ``given`` that its reason names are said as options too: ``--min-duration 0.05: expected a number >= --min-run
+    (0.1)``, not ``>= min_run``, a name the user never typed."""
     try:
         yield
     except InputError as err:
@@ -159,7 +161,15 @@ def naming_the_flags(given: Collection[str], option: str = "") -> Iterator[None]
         value = message[field.end():].removeprefix(" = ")
         if option:
             raise InputError(f"{option} {field[1]}={value}") from None
-        raise InputError(f"--{field[1].replace('_', '-')} {value}") from None
+        for name in given:
+            if "_" in name:  # a word of prose (``background``) is left alone: only an identifier is surely the field
+                value = re.sub(rf"\b{re.escape(name)}\b", _flag(name), value)
+        raise InputError(f"{_flag(field[1])} {value}") from None
+
+
+def _flag(field: str) -> str:
+    """The command-line option of a config's field (``min_run`` -> ``--min-run``)."""
+    return f"--{field.replace('_', '-')}"
 
 
 def parse_set_options(items: Iterable[str], option: str = "--set") -> dict[str, Any]:

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 # The PREGO MiniROAD frames files hold about 60 labels per second of video.
 DEFAULT_FPS = 60.0
+# The segmenter's fields this command sets from options of the same names (`naming_the_flags`).
+SEGMENTER_FLAGS = ("min_duration", "min_run", "max_delay", "background")
 
 
 def build_parser() -> ArgumentParser:
@@ -66,7 +68,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument(
         "--sweep",
         default=",".join(f"{v:g}" for v in DEFAULT_SWEEP),
-        help="comma-separated min_duration values for the ablation table",
+        help="comma-separated --min-duration values for the ablation table",
     )
     p.add_argument("--no-sweep", action="store_true", help="skip the ablation")
     p.add_argument("--checker", default="binary", choices=CHECKERS,
@@ -147,17 +149,19 @@ def main(argv: list[str]) -> int:
     except ValueError:
         raise InputError(f"--sweep {args.sweep!r}: expected comma-separated seconds") from None
     # Named as typed: "SegmenterConfig.min_duration = -1.0" named a class the command line never shows.
-    with naming_the_flags(("min_duration", "min_run", "max_delay", "background")):
+    with naming_the_flags(SEGMENTER_FLAGS):
         config = SegmenterConfig(
             fps=args.fps, min_duration=args.min_duration, min_run=args.min_run, max_delay=args.max_delay,
             background=args.background
         )
     for value in values:
         try:
-            sweep_config(config, "min_duration", value)
-        except InputError as err:
-            raise InputError(f"--sweep {args.sweep!r}: {value:g} is not a min_duration the segmenter takes "
-                             f"({str(err).removeprefix('SegmenterConfig.')})") from None
+            with naming_the_flags(SEGMENTER_FLAGS):
+                sweep_config(config, "min_duration", value)
+        except InputError as err:  # the value itself is said already; a widened --max-delay keeps its own name
+            why = str(err).removeprefix(f"--min-duration {value!r}: ")
+            raise InputError(f"--sweep {args.sweep!r}: {value:g} is not a --min-duration the segmenter takes "
+                             f"({why})") from None
     if args.no_sweep:
         values = []
     if args.json:  # before the replay; the data set's folder stands for its splits (the graph is learned from one)

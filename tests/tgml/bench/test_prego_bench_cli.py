@@ -522,3 +522,23 @@ def test_a_data_folder_that_is_a_file_is_not_sent_to_be_built(
     err = cli_error(main, ["--data", str(archive), "--dataset", "epic-tent-o", "--method", "count-based", "--quiet"],
                     capsys)
     assert err == f"error: data folder {archive}: a file, expected a folder", err
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--min-duration", "0.05"], "error: --min-duration 0.05: expected a number >= --min-run (0.1)"),
+        (["--max-delay", "0.5"], "error: --max-delay 0.5: expected a number >= 2 * --min-duration (1) so that a clean "
+                                 "short step is never cut"),
+        (["--sweep", "0,1"], "error: --sweep '0,1': 0 is not a --min-duration the segmenter takes (expected a number "
+                             "in (0, 86400] (seconds))"),
+    ],
+    ids=["min-duration-below-min-run", "max-delay-below-twice-min-duration", "sweep-value-out-of-range"],
+)
+def test_replay_names_the_options_typed_never_the_segmenter_fields(
+        flags: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # "expected a number >= min_run (0.1)": the reason named SegmenterConfig's field, not the option --min-run.
+    argv = [arg for arg in _tiny_replay(tmp_path) if arg != "--no-sweep"]
+    err = cli_error(main, [*argv, *flags], capsys)
+    assert err == expected
+    assert not re.search(r"\b(min_run|min_duration|max_delay)\b", err), err

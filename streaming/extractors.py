@@ -30,11 +30,12 @@ from typing import Any, Final
 import numpy as np
 import torch
 
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, RunError
 from graphs.common.files import open_input
 from streaming.devices import resolve_device
 from streaming.efficientnet_lite import LITE2_NAME, load_efficientnet_lite
 from streaming.efficientnet_lite import NAME as EFFICIENTNET_NAME
+from streaming.readers import out_of_memory
 from streaming.registry import EXTRACTORS
 
 MAX_BACKBONE_BYTES: Final = 4 * 2**30  # a TorchScript backbone file (ResNet-50 is 100 MB)
@@ -199,6 +200,9 @@ class TorchScriptExtractor(FeatureExtractor):
         try:
             probe = self._forward(np.zeros((2, side, side, 3), dtype=np.uint8))
         except Exception as err:  # whatever the module raises on a well-formed batch
+            if out_of_memory(err):  # no stream runs yet to fail: said as the loop says it (`_no_memory`), exit 1
+                raise RunError(f"internal failure of the detector, not a mistake in its input: "
+                               f"{_no_memory(path, f'a (2, 3, {side}, {side}) batch', err)}") from None
             raise InputError(f"--backbone {path}: fails on a (2, 3, {side}, {side}) batch "
                              f"({_last_line(err)[:120]})") from None
         if probe.ndim < 2 or probe.shape[0] != 2:
@@ -226,6 +230,8 @@ class TorchScriptExtractor(FeatureExtractor):
         try:
             out = self._forward(frames)  # (B, D) or (B, ...)
         except Exception as err:  # whatever the user's module raises on a well-formed batch
+            if out_of_memory(err):  # the machine's limit, not the user's mistake: the loop's internal failure, exit 1
+                raise MemoryError(_no_memory(self.path, f"a batch of {len(frames)} frame(s)", err)) from err
             raise InputError(f"--backbone {self.path}: fails on a batch of {len(frames)} frame(s) "
                              f"({_last_line(err)[:120]})") from None
         features = out.reshape(out.shape[0], -1).float().numpy()
@@ -306,6 +312,13 @@ class EfficientNetLiteExtractor(FeatureExtractor):
                     feats = self.backbone(chunk)
                 out[start : start + len(chunk)] = feats.float().cpu().numpy()
         return out
+
+
+def _no_memory(path: Path, batch: str, err: Exception) -> str:
+    """What a backbone that ran out of memory says (`streaming.readers.out_of_memory`): ``err``'s last line, since
+    TorchScript's first says only that its interpreter failed, and the `MemoryError` the detector's loop ends with
+    (`streaming.detector.loop.internal_failure`: one ``error:`` line, no traceback) would name that line alone."""
+    return f"--backbone {path}: ran out of memory on {batch} ({_last_line(err)[:160]})"
 
 
 def _last_line(err: Exception) -> str:

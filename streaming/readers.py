@@ -444,8 +444,10 @@ def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
 
 # What a decoder, an allocator or a system call says when the memory ran out (OpenCV's cv::Exception, a GPU's or the
 # CPU allocator's RuntimeError, MPS's): the host's fault, never the video's, and no bug of the project.
+# The last, "builtins.MemoryError: ...", is how a MemoryError raised inside a TorchScript module comes out of it (a
+# torch.jit.Error, whose own words may say nothing of memory).
 _NO_MEMORY: Final = ("out of memory", "insufficient memory", "failed to allocate", "cannot allocate memory",
-                     "can't allocate memory", "not enough memory")
+                     "can't allocate memory", "not enough memory", "builtins.memoryerror")
 
 
 def out_of_memory(err: BaseException) -> bool:

@@ -50,6 +50,29 @@ class _FailsWhenBright(torch.nn.Module):
         return torch.zeros(x.shape[0], 1280)
 
 
+class _NoMemoryWhenBright(torch.nn.Module):
+    """As `_FailsWhenBright`, its bright frames out of memory: the machine's limit, not the user's model at fault."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if bool(x.mean() > 0.0):
+            raise MemoryError("no room for the bright frames' activations")
+        return torch.zeros(x.shape[0], 1280)
+
+
+class _AllocatesTooMuch(torch.nn.Module):
+    """A backbone whose every batch asks for 4 EiB: no machine has them, its load-time probe fails already."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.empty(1 << 62, dtype=torch.uint8)[: x.shape[0] * 1280].float().view(x.shape[0], 1280)
+
+
+def _script(module: torch.nn.Module, path: Path) -> Path:
+    with warnings.catch_warnings():  # `torch.jit.script` is deprecated, and still what --backbone loads
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.script(module).save(str(path))
+    return path
+
+
 def _video(path: Path, dark_s: float, bright_s: float, fps: int = 30) -> Path:
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (64, 48))
     for k in range(int((dark_s + bright_s) * fps)):
@@ -69,7 +92,9 @@ def failing(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     checkpoint["feature_extractor"] = "torchscript"
     torch.save(checkpoint, root / "detector.pt")
     return {"backbone": root / "backbone.pt", "detector": root / "detector.pt",
-            "bright": _video(root / "bright.mp4", DARK_S, 2.0), "dark": _video(root / "dark.mp4", 60.0, 0.0)}
+            "bright": _video(root / "bright.mp4", DARK_S, 2.0), "dark": _video(root / "dark.mp4", 60.0, 0.0),
+            "no_memory": _script(_NoMemoryWhenBright(), root / "no_memory.pt"),
+            "too_much": _script(_AllocatesTooMuch(), root / "too_much.pt")}
 
 
 def test_a_split_detector_that_fails_ends_no_session_of_any_of_its_streams(failing: dict[str, Path],
@@ -122,6 +147,34 @@ def test_the_one_command_run_that_fails_shows_no_end_of_its_session(failing: dic
     messages = [json.loads(text) for text in out.splitlines()]
     assert [m for m in messages if m["kind"] == "status" and m["stream_id"] == "cam0"]
     assert not [m for m in messages if m["kind"] == "missing" or m.get("ended")], messages[-3:]
+
+
+def test_a_backbone_out_of_memory_is_a_failure_of_the_run_not_a_mistake_in_its_input(
+        failing: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    # "error: --backbone X: fails on a batch of 1 frame(s) (builtins.MemoryError: ...)", exit status 2: the user was
+    # told their model or input was wrong, when the machine had run out of memory.
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--video", str(failing["bright"]), "--graph", str(GRAPH), "--detector", str(failing["detector"]),
+              "--backbone", str(failing["no_memory"]), "--jsonl", "--fast"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("error: internal failure of the detector, not a mistake in its input: MemoryError: "
+                          f"--backbone {failing['no_memory']}: ran out of memory on a batch of "), err
+    assert "(builtins.MemoryError: no room for the bright frames' activations)" in err, err
+
+
+def test_a_backbone_that_cannot_allocate_its_probe_is_a_failure_of_the_run_not_a_mistake_in_its_input(
+        failing: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--video", str(failing["dark"]), "--graph", str(GRAPH), "--detector", str(failing["detector"]),
+              "--backbone", str(failing["too_much"]), "--jsonl", "--fast"])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code == 1, err
+    assert err.count("\n") == 1 and "Traceback" not in err and not out, err
+    assert err.startswith("error: internal failure of the detector, not a mistake in its input: --backbone "
+                          f"{failing['too_much']}: ran out of memory on a (2, 3, 224, 224) batch ("), err
+    assert "can't allocate memory" in err, err
 
 
 class _FailsOnceArmed(FeatureExtractor):

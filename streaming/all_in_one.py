@@ -87,13 +87,16 @@ class RunConfig:
     alert_frames_keep: int = DEFAULT_KEEP
 
 
-def run_all(config: RunConfig, out: TextIO | None = None, console: Console | None = None) -> int:
+def run_all(config: RunConfig, out: TextIO | None = None, console: Console | None = None,
+            log: ServiceLog | None = None) -> int:
     """The default ``stream-detect`` command: checker process, detector thread, viewer, on loopback.
 
     Args:
         config: the run's settings.
         out: where ``--jsonl`` lines go (None: ``sys.stdout`` as it is at the call, not at import).
         console: rich console of the live view (a new stdout console if None).
+        log: the run's warnings and notes (the command's is queued, `streaming.service_log.queued_log`: a stderr
+            that takes nothing holds neither the detector's thread nor the view); None: written at each call.
 
     Returns:
         Exit status (0: the stream ended normally and the checker confirmed it).
@@ -102,15 +105,17 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
         InputError: bad input, a checker that does not answer, or a stream that ended with an error.
         RunError: the checker process died, the view failed, or the end of the stream was never confirmed.
     """
+    log = log or ServiceLog("stream-detect")
     drawn = config.annotate_out is not None or config.preview
     source = config.source  # the overlay is checked before the stream, and never over a file the run reads
     read = [p for p in (source.video, source.graph, source.detector, source.backbone) if p is not None]
     overlay = OverlayWriter(config.annotate_out, 1.0, config.preview, inputs=read) if drawn else None
-    parts = load_parts(config.source, config.detector.threads)
+    parts = load_parts(config.source, config.detector.threads, log.warning)
     assert parts.graph is not None
     check_measured_rates(parts.checkpoint, config.source.detector, config.checker.checking.kind,
                          config.detector.default_rates)
-    readers = open_videos([config.source], parts.checkpoint.fps)  # a bad video is refused before the checker starts
+    # A bad video is refused before the checker starts.
+    readers = open_videos([config.source], parts.checkpoint.fps, log.warning)
     state = ViewState(names=graph_names(parts.graph))
     sinks: list[Callable[[str], Sink]] = []
     observers: list[Callable[[str], FrameObserver]] = []
@@ -129,14 +134,14 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
     try:
         with (
             CheckerProcess(config.source.graph, config.checker) as checker,
-            webhook_sinks(config.webhook, ServiceLog("stream-detect")) as webhooks,  # its summary line at the end
+            webhook_sinks(config.webhook, log) as webhooks,  # its summary line at the end
             Viewer(
                 ctx, checker.alerts_endpoint, state, config.jsonl, out or sys.stdout, curve=config.detector.curve,
                 sinks=webhooks,
             ) as viewer,
             build_pipeline(
                 replace(pipeline_config, detector=replace(config.detector, connect=checker.events_endpoint)),
-                parts=parts, readers=readers, sinks=sinks, observers=observers, ctx=ctx,
+                parts=parts, readers=readers, sinks=sinks, observers=observers, ctx=ctx, warn=log.warning,
             ) as pipeline,
             overlay if overlay is not None else contextlib.nullcontext(),
         ):
@@ -157,16 +162,16 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
                     annotator.finish()
                     annotator.overlay.stopped()
                 elif annotator is not None and annotator.overlay.path is not None:
-                    print(f"stream-detect: discarded the annotated video {annotator.overlay.path}: the detector was "
-                          "still drawing on it when the run stopped", file=sys.stderr)
+                    log(f"stream-detect: discarded the annotated video {annotator.overlay.path}: the detector was "
+                        "still drawing on it when the run stopped")
                 raise
             stats = thread.result()
             if annotator is not None:
                 annotator.finish()
     except KeyboardInterrupt:
         if overlay is not None and overlay.kept:  # said before the interrupt's own line, which ends the output
-            print(f"stream-detect: kept the annotated video {overlay.path}: the {overlay.frames} frames shown before "
-                  "the stop", file=sys.stderr)
+            log(f"stream-detect: kept the annotated video {overlay.path}: the {overlay.frames} frames shown before "
+                "the stop")
         raise
     finally:
         for reader in readers:
@@ -187,12 +192,12 @@ def progress_on_stderr(state: ViewState, redirected: bool, jsonl: bool) -> Itera
         A tick to call from the view's loop (returns True, so it can lead a predicate); it redraws at most every
         `PROGRESS_EVERY_S`.
     """
-    stderr = Console(stderr=True)
     # A terminal for real, not one rich is told of (TTY_COMPATIBLE, for a log that keeps progress bars): the line is
     # for a person watching, and only a terminal erases it.
-    if not redirected or not sys.stderr.isatty():
+    if not redirected or not stderr_is_a_terminal():
         yield lambda: True
         return
+    stderr = Console(stderr=True)
     where = "JSON lines go" if jsonl else "the view goes"
     next_at = [0.0]
     # Standard output is left alone: rich's default would route it through this console, onto the terminal. Drawn
@@ -211,6 +216,14 @@ def progress_on_stderr(state: ViewState, redirected: bool, jsonl: bool) -> Itera
             return True
 
         yield tick
+
+
+def stderr_is_a_terminal() -> bool:
+    """Whether standard error is a terminal: False when it is closed (``2>&-``: ``sys.stderr`` is None) or broken."""
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (OSError, ValueError):  # ValueError: a stream closed by the caller
+        return False
 
 
 def checker_alive(checker: CheckerProcess) -> Callable[[], bool]:

@@ -11,10 +11,11 @@ line the text format shows, ``fields`` the values it names, as JSON values (an e
 JSON writes every control and non-ASCII character as an escape, so a hostile name cannot break a line. Bad input
 refused before a service starts stays one plain ``error: ...`` line (exit status 2) in both formats.
 
-A service whose loop must never wait on its log (the checker: ``queued``) hands its lines to a thread of their own:
-stderr on a full disk, a slow file, or a pipe whose reader stopped reading delays or loses log lines, never the
-loop. At most `QUEUED_LINES` wait; the lines that could not be written are counted and said by the next line that
-can be (`LOST_NOTE`), and `ServiceLog.close` waits at most `CLOSE_WAIT_S` for the rest.
+A service whose loop must never wait on its log (``queued``, `queued_log`: the checker, the detector, the view, the
+dashboard and the one-command run) hands its lines to a thread of their own: stderr on a full disk, a slow file, or a
+pipe whose reader stopped reading delays or loses log lines, never the loop. At most `QUEUED_LINES` wait; the lines
+that could not be written are counted and said by the next line that can be (`LOST_NOTE`), and `ServiceLog.close`
+waits at most `CLOSE_WAIT_S` for the rest.
 """
 
 from __future__ import annotations

@@ -666,11 +666,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "view":
         from streaming.curve_keys import client_curve
         from streaming.detector.webhook import webhook_sinks
-        from streaming.service_log import ServiceLog
+        from streaming.service_log import queued_log
         from streaming.view.client import run_view
 
-        log = ServiceLog("view", args.log_format)
-        with webhook_sinks(args.webhook, log) as sinks:  # the URL refused before connecting
+        # Queued: the view's warnings (the checker silent, a webhook failing) are said from its drawing loop, which a
+        # stderr that takes nothing held, the screen frozen. The webhook's URL is refused before connecting.
+        with queued_log("view", args.log_format) as log, webhook_sinks(args.webhook, log) as sinks:
             return run_view(args.connect, args.graph, args.jsonl,
                             curve=client_curve(args.curve_server, args.curve_secret), log=log, sinks=sinks)
     if args.command == "checker":
@@ -679,18 +680,29 @@ def _run(args: argparse.Namespace) -> int:
         return _detector(args)
     if args.command == "eval":
         return _eval(args)
+    from streaming.service_log import queued_log
+
+    # Queued, as the detector's and the checker's log: a warning (a sink failing, --insecure, names let through) was
+    # written on the detector's thread or the view's, and a stderr that takes nothing held it there.
+    with queued_log("stream-detect", "text") as log:
+        return _run_all(args, log)
+
+
+def _run_all(args: argparse.Namespace, log: ServiceLog) -> int:
+    """The all-in-one ``stream-detect run`` of `_run`, its lines to ``log``."""
+    from streaming.all_in_one import RunConfig, run_all, stderr_is_a_terminal
+
     if not args.jsonl and sys.stdout.isatty():
         # torch, the model and the checker process take seconds (more on a busy machine, and the demo's videos are
         # rendered on first use) before the view's first frame: a blank terminal looked hung.
         print("stream-detect: loading the detector and starting the checker...", flush=True)
-    elif sys.stderr.isatty():  # the output redirected: the person at the terminal is told there (and of progress)
-        print("stream-detect: loading the detector and starting the checker...", file=sys.stderr, flush=True)
-    from streaming.all_in_one import RunConfig, run_all
+    elif stderr_is_a_terminal():  # the output redirected: the person at the terminal is told there (and of progress)
+        log("stream-detect: loading the detector and starting the checker...")
     from streaming.detector.config import DetectorConfig
     from streaming.detector.webhook import WebhookConfig
 
     webhook = WebhookConfig(args.webhook) if args.webhook is not None else None  # refused before anything starts
-    checker, own = _checker_config(args, own_client=True)
+    checker, own = _checker_config(args, own_client=True, warn=log.warning)
     from streaming.detector.loading import stream_ids_for
 
     stream_id = stream_ids_for([args.video], [args.stream_id] if args.stream_id else ())[0]
@@ -699,7 +711,7 @@ def _run(args: argparse.Namespace) -> int:
                               default_rates=args.default_rates)
     return run_all(RunConfig(_source(args), detector, checker, jsonl=args.jsonl, annotate_out=args.annotate_out,
                              preview=args.preview, webhook=webhook, alert_frames=args.alert_frames,
-                             alert_frames_keep=_alert_frames_keep(args)))
+                             alert_frames_keep=_alert_frames_keep(args)), log=log)
 
 
 def _checker_config(args: argparse.Namespace, own_client: bool = False,

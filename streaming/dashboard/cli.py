@@ -15,10 +15,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphs.common.errors import InputError
 from streaming.dashboard.access import DEFAULT_BIND
+
+if TYPE_CHECKING:
+    from streaming.service_log import ServiceLog
 
 DEFAULT_CONNECT = "tcp://127.0.0.1:5556"  # the checker's default --publish
 
@@ -77,14 +80,22 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         Exit status.
     """
+    from streaming.service_log import queued_log
+
+    # Queued, as the checker's log: the dashboard's lines (a checker not answering, a refused handshake) are said on
+    # its event loop, which a stderr that takes nothing held, every page with it.
+    with queued_log("dashboard", args.log_format) as log:
+        return _serve(args, log)
+
+
+def _serve(args: argparse.Namespace, log: ServiceLog) -> int:
+    """The dashboard of `run`, its lines to ``log``."""
     from streaming.curve_keys import client_curve
     from streaming.dashboard.access import check_exposure, load_token, parse_bind
     from streaming.dashboard.server import DashboardConfig, require_aiohttp, run_dashboard
-    from streaming.service_log import ServiceLog
     from streaming.transport import check_endpoint
 
     option, endpoint = checker_endpoint(args)
-    log = ServiceLog("dashboard", args.log_format)
     require_aiohttp()
     checker = check_endpoint(endpoint, option, peer=True)
     address = parse_bind(args.bind)

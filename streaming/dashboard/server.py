@@ -26,7 +26,6 @@ import errno
 import json
 import logging
 import signal
-import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
-from graphs.common.errors import InputError, require_extra
+from graphs.common.errors import InputError, print_stderr, require_extra
 from graphs.common.interrupts import Interrupted
 from graphs.common.options import is_decimal_digits
 from graphs.common.safe_text import clock_text, printable
@@ -91,7 +90,7 @@ class RequestErrors(logging.Handler):
     def __init__(self, log: Callable[[str], None] | None = None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         super().__init__(logging.DEBUG)
-        self._log = log or (lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
+        self._log = log or (lambda line: print_stderr(f"warning: {line}"))
         self._monotonic = monotonic
         self._unsaid = 0
         self._next_line = 0.0
@@ -211,10 +210,6 @@ class PageQueue:
         self.wake.set()
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 class Hub:
     """The state and the open pages; every method runs on the event loop.
 
@@ -229,8 +224,8 @@ class Hub:
                  warn: Callable[[str], None] | None = None, say: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.clock = clock
-        self.warn = warn or (lambda line: _stderr(f"warning: {line}"))
-        self.say = say or _stderr
+        self.warn = warn or (lambda line: print_stderr(f"warning: {line}"))
+        self.say = say or print_stderr
         self.state = DashboardState(names=dict(config.names), frames=config.alert_frames is not None)
         self.pages: set[PageQueue] = set()
         self.feed: CheckerFeed | None = None

@@ -23,7 +23,9 @@ the chosen one. Bad input ends with one ``error:`` line and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +37,7 @@ from graphs.common.options import fps_option, output_name, seed_option
 from graphs.common.settings_files import naming_the_flags
 from recognition.segmenter import SegmenterConfig
 from tgml.bench.prego import DATASETS
-from tgml.bench.prego.replay import DEFAULT_SWEEP
+from tgml.bench.prego.replay import DEFAULT_SWEEP, NoStepConfirmed
 
 if TYPE_CHECKING:
     from graphs.task_graph import TaskGraph
@@ -111,6 +113,16 @@ def checker_record(kind: str, path: Path | None, choice: CheckerChoice | None) -
             "prior_skip": choice.settings.prior_skip, "window_s": choice.evidence.window_s}
 
 
+@contextlib.contextmanager
+def naming_no_step(frames_path: Path, duration: Callable[[float], str], rate: str) -> Iterator[None]:
+    """Inside the block, a video in which no key-step was confirmed (`tgml.bench.prego.replay.NoStepConfirmed`) is
+    said with the frames file, and its minimum duration as ``duration`` says it (the option or file that set it)."""
+    try:
+        yield
+    except NoStepConfirmed as err:
+        raise InputError(f"{frames_path}: {err.naming(duration(err.config.min_duration), rate)}") from None
+
+
 @exit_on_input_error
 def main(argv: list[str]) -> int:
     """Entry point of ``prego-bench replay`` (dispatched by `tgml.bench.prego_bench_cli`)."""
@@ -181,17 +193,18 @@ def main(argv: list[str]) -> int:
         raise InputError("--checker-settings: give it with --checker probabilistic")
     graph, graph_source = _graph(args, graph_data)
     frames = load_frames_file(frames_path, args.field, graph, args.background)
-    try:
+    fps = f"--fps {args.fps:g}"
+    # A video of the file is named with the file, as its reader names it, and the durations by what set them.
+    with naming_no_step(frames_path, lambda d: f"--min-duration {d:g}", fps):
         result = replay(frames, graph, config)
-    except InputError as err:  # a video of the file: the file is named, as its reader names it
-        raise InputError(f"{frames_path}: {err}") from None
     runs = [("binary", result)]
     if choice is not None and choice.segmenter is not None:
         # The segmenter chosen with the checker, at the frame rate and background of this input.
         chosen = replace(choice.segmenter, fps=args.fps, background=args.background)
-        if chosen != config:
-            runs.append((f"binary, {chosen.min_duration:g} s", replay(frames, graph, chosen)))
-        result = replay(frames, graph, chosen, ReplayChecker(choice.settings, choice.evidence))
+        with naming_no_step(frames_path, lambda d: f"the min_duration {d:g} s of {settings_path}", fps):
+            if chosen != config:
+                runs.append((f"binary, {chosen.min_duration:g} s", replay(frames, graph, chosen)))
+            result = replay(frames, graph, chosen, ReplayChecker(choice.settings, choice.evidence))
         runs.append((f"probabilistic, {chosen.min_duration:g} s", result))
         config = chosen
     published = None
@@ -205,9 +218,10 @@ def main(argv: list[str]) -> int:
         print(f"probabilistic checker ({settings_path}): prior {choice.settings.prior_skip:g}, threshold "
               f"{choice.settings.alert_threshold:g}, evidence window {choice.evidence.window_s:g} s; rows "
               "'<checker>, N s' run the segmenter with min_duration N s, as chosen with the checker")
-    rows = sweep(frames, graph, SegmenterConfig(fps=args.fps, min_duration=args.min_duration, min_run=args.min_run,
-                                                max_delay=args.max_delay, background=args.background),
-                 values, base=base) if values else []
+    with naming_no_step(frames_path, lambda d: f"the {d:g} s of --sweep {args.sweep!r}", fps):
+        rows = sweep(frames, graph, SegmenterConfig(fps=args.fps, min_duration=args.min_duration,
+                                                    min_run=args.min_run, max_delay=args.max_delay,
+                                                    background=args.background), values, base=base) if values else []
     if rows:
         console.print(sweep_table(rows, "min_duration", args.min_duration))
     if args.json:

@@ -542,3 +542,21 @@ def test_replay_names_the_options_typed_never_the_segmenter_fields(
     err = cli_error(main, [*argv, *flags], capsys)
     assert err == expected
     assert not re.search(r"\b(min_run|min_duration|max_delay)\b", err), err
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--no-sweep", "--min-duration", "100", "--max-delay", "200"], "--min-duration 100"),
+        (["--sweep", "1,100"], "the 100 s of --sweep '1,100'"),
+    ],
+    ids=["min-duration", "sweep"],
+)
+def test_a_video_too_short_for_the_segmenter_names_the_option_that_set_its_duration(
+        flags: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # "(a video too short for min_duration 100 s, ...)": the segmenter's field, not the option; a swept value's
+    # error named neither the option nor the frames file.
+    argv = [arg for arg in _tiny_replay(tmp_path) if arg != "--no-sweep"]
+    err = cli_error(main, [*argv, *flags], capsys)
+    assert err == (f"error: {tmp_path / 'frames.json'}: video 'v1': the segmenter confirmed no key-step at all in its "
+                   f"240 frames (a video too short for {named}, or labels at another rate than --fps 60?)"), err

@@ -197,7 +197,7 @@ def test_a_video_too_short_to_confirm_a_step_is_named_with_its_file(
     path.write_text(json.dumps(doc))
     err = cli_error(replay_main, ["--frames", str(path), "--graph", str(graph_file), "--no-sweep"], capsys)
     assert err.startswith(f"error: {path}: video 'zzz': the segmenter confirmed no key-step at all in its 2 frames "
-                          "(a video too short for min_duration")
+                          "(a video too short for --min-duration 0.5, or labels at another rate than --fps 60?)")
 
 
 def test_the_data_folder_comes_from_mistake_data_as_for_every_benchmark(

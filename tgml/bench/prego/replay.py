@@ -190,6 +190,27 @@ def replay_video(
     return VideoReplay(steps, tuple(v.is_mistake for v in verdicts), tuple(float(v.probability) for v in verdicts))
 
 
+class NoStepConfirmed(InputError):
+    """A video in which the segmenter confirmed no key-step at all: too short for its settings, or labels at another
+    rate. A command says which of its options (or files) set them (`naming`): a user who typed ``--min-duration``
+    must not read ``min_duration``, a name they never typed.
+
+    Args:
+        video: the video's name in the frames file.
+        frames: its number of labels.
+        config: the segmenter settings it was replayed with.
+    """
+
+    def __init__(self, video: str, frames: int, config: SegmenterConfig) -> None:
+        self.video, self.frames, self.config = video, frames, config
+        super().__init__(self.naming(f"a key-step of {config.min_duration:g} s", f"{config.fps:g} per second"))
+
+    def naming(self, duration: str, rate: str) -> str:
+        """The message, with the minimum duration and the frame rate said as ``duration`` and ``rate``."""
+        return (f"video {self.video!r}: the segmenter confirmed no key-step at all in its {self.frames} frames "
+                f"(a video too short for {duration}, or labels at another rate than {rate}?)")
+
+
 def replay(
     frames: dict[str, np.ndarray], graph: TaskGraph, config: SegmenterConfig, checker: ReplayChecker = BINARY
 ) -> ReplayResult:
@@ -203,14 +224,14 @@ def replay(
 
     Returns:
         Pooled metrics and per-video detail.
+
+    Raises:
+        NoStepConfirmed: a video in which no key-step was confirmed.
     """
     videos = {video: replay_video(labels, graph, config, checker) for video, labels in frames.items()}
     empty = [v for v, r in videos.items() if not r.steps]
     if empty:
-        frames_of = len(frames[empty[0]])
-        raise InputError(f"video {empty[0]!r}: the segmenter confirmed no key-step at all in its {frames_of} frames "
-                         f"(a video too short for min_duration {config.min_duration:g} s, or labels at another rate "
-                         f"than {config.fps:g} per second?)")
+        raise NoStepConfirmed(empty[0], len(frames[empty[0]]), config)
     return ReplayResult(mistake_scores(r.alerts for r in videos.values()), videos)
 
 

@@ -94,6 +94,31 @@ def _checker_pair(text: str, checker: str) -> tuple[str, Path]:
     return dataset, Path(path)
 
 
+def _checker_files(pairs: list[tuple[str, Path]], run: list[str], own: bool) -> dict[str, Path]:
+    """The ``--checker-settings`` files by dataset, each for a dataset of the run and given once (a second file for
+    one dataset replaced the first without a word).
+
+    Args:
+        pairs: ``(dataset, file)`` as typed.
+        run: the datasets of the run (with ``own``: the scenario of ``--annotations``).
+        own: the run is on a dataset of the user's.
+    """
+    files: dict[str, Path] = {}
+    for dataset, path in pairs:
+        if dataset in files:
+            raise InputError(f"--checker-settings {dataset}={path}: a second settings file for {dataset}")
+        if dataset not in run:
+            if own:
+                why = f"is not the scenario run ({run[0]})"
+            elif dataset in prego.DATASETS:
+                why = f"is not run (--dataset {' '.join(run)})"
+            else:
+                why = f"is not a dataset ({', '.join(prego.DATASETS)})"
+            raise InputError(f"--checker-settings {dataset}={path}: {dataset} {why}")
+        files[dataset] = path
+    return files
+
+
 def _video_names(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(","))
     if not text.strip() or any(not name for name in names):
@@ -366,7 +391,7 @@ def _bench(argv: list[str]) -> int:
     started = time.perf_counter()
     args = bench_parser().parse_args(argv)
     seeds = tuple(seed_range(args.first_seed, args.seeds, "--first-seed"))
-    checker_files = dict(_checker_pair(text, args.checker) for text in args.checker_settings)  # usage first
+    checker_pairs = [_checker_pair(text, args.checker) for text in args.checker_settings]  # usage first
     _ablation_options(args)
     own = _own_dataset(args)
     if own is not None:
@@ -380,6 +405,8 @@ def _bench(argv: list[str]) -> int:
         datasets = args.dataset or list(prego.DATASETS)
         modes = args.mode or list(prego.MODES)
         for k, (dataset, path) in enumerate(configs):
+            if dataset not in prego.DATASETS:  # BenchConfig would name its field (config_files), not the option
+                raise InputError(f"--config {dataset}={path}: {dataset} is not a dataset ({', '.join(prego.DATASETS)})")
             if dataset in (d for d, _ in configs[:k]):
                 raise InputError(f"--config {dataset}={path}: a second settings file for {dataset}")
             if dataset in prego.DATASETS and dataset not in datasets:
@@ -388,6 +415,7 @@ def _bench(argv: list[str]) -> int:
         inputs = [args.sequences, args.graph, *(path for _, path in configs)]
         # The data sets' folders stand for every file in them (splits, segments, frames, LLM graphs).
         inputs += [layout.root / d for d in datasets] + [layout.segments_file(d).parent for d in datasets]
+    checker_files = _checker_files(checker_pairs, [own.name] if own is not None else datasets, own is not None)
     inputs += list(checker_files.values())
     # Outputs written after the run are checked now, so a bad path cannot throw the finished run away (nor
     # overwrite one of the run's own inputs).

@@ -226,6 +226,30 @@ def test_settings_files_that_would_be_ignored_are_refused(
     assert fragment in err
 
 
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        (["--config", "tent=a.toml"],
+         "error: --config tent=a.toml: tent is not a dataset (assembly101-o, epic-tent-o)"),
+        (["--mode", "pred", "--checker", "probabilistic", "--checker-settings", "tent=a.json"],
+         "error: --checker-settings tent=a.json: tent is not a dataset (assembly101-o, epic-tent-o)"),
+        (["--mode", "pred", "--checker", "probabilistic", "--checker-settings", "assembly101-o=a.json"],
+         "error: --checker-settings assembly101-o=a.json: assembly101-o is not run (--dataset epic-tent-o)"),
+        (["--mode", "pred", "--checker", "probabilistic", "--checker-settings", "epic-tent-o=a.json",
+          "--checker-settings", "epic-tent-o=b.json"],
+         "error: --checker-settings epic-tent-o=b.json: a second settings file for epic-tent-o"),
+    ],
+    ids=["config-unknown-dataset", "checker-unknown-dataset", "checker-dataset-not-run", "checker-twice"],
+)
+def test_settings_pairs_are_refused_naming_the_option_typed(
+    options: list[str], line: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # These named the settings field behind the option (BenchConfig.config_files = "tent"), and a second
+    # --checker-settings for one dataset silently replaced the first.
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "count-based", "--quiet", *options]
+    assert cli_error(main, argv, capsys) == line
+
+
 def test_missing_data_folder_says_how_to_build_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = cli_error(main, ["--data", str(tmp_path / "nowhere"), "--method", "count-based"], capsys)
     assert "prego-bench prepare" in err

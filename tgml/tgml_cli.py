@@ -443,8 +443,10 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     save_graph(result.graph, args.out)
     if "left_out" in result.graph.info:
         print(f"tgml train: {left_out_summary(result.graph.info['left_out'])}", file=sys.stderr)
-    executions = result.graph.info.get("train_sequences") if isinstance(result.graph.info, dict) else None
-    if isinstance(executions, int) and executions < FEW_EXECUTIONS:
+    # learn_from_annotations names the executions for every learner; a learner's own "train_sequences" is recorded
+    # by some only (the baselines and the combined learners printed no count, and warned of none).
+    executions = len(result.graph.info["train_videos"])
+    if executions < FEW_EXECUTIONS:
         # One execution shows one order: every step then requires every step before it (a chain), and any other
         # valid order would be alerted as a mistake.
         print_warning(f"{args.scenario}: learned from {count_of(executions, 'execution')} only: each order it shows "
@@ -455,7 +457,7 @@ def _train(args: argparse.Namespace, console: Console) -> None:
               ("SA", "{:.3f} (sequence accuracy: 1 = every training order meets the learned pre-conditions)",
                result.sequence_accuracy))
     measures += [f"{name} {shape.format(value)}" for name, shape, value in scores if math.isfinite(value)]
-    learned_from = f" from {count_of(executions, 'execution')}" if isinstance(executions, int) else ""
+    learned_from = f" from {count_of(executions, 'execution')}"
     print(f"{args.scenario}: {', '.join([method, *measures])}, {len(result.graph.edges())} edges{learned_from} -> "
           f"{args.out}")
 

@@ -67,6 +67,23 @@ def test_train_show_dot_and_eval(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().out.strip().endswith(f"-> {bracketed}")  # not eaten as rich markup
 
 
+@pytest.mark.parametrize(("method", "options"), [("count-based", []), ("msg2", []),
+                                                ("do-ensemble", ["--epochs", "5"])])
+def test_every_learner_says_how_many_executions_it_learned_from(
+    method: str, options: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The count came from the learner's own info, which only noisy-AND, DO, do-cv and TGT-text record: the baselines
+    # and the combined learners printed none, and a graph learned from two executions got no warning.
+    ann = write(tmp_path / "ann.json", TINY)
+    out = tmp_path / "tea.json"
+    assert main(["train", "--annotations", str(ann), "--scenario", "tea", "--out", str(out), "--method", method,
+                 *options, "--quiet"]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.startswith(f"tea: {method}, ") and f" edges from 2 executions -> {out}" in printed.out
+    assert ("warning: tea: learned from 2 executions only: each order it shows becomes pre-conditions; record more "
+            "executions, in the orders the procedure allows\n") in printed.err
+
+
 def test_eval_of_two_procedures_graphs_names_both_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tea, other = tmp_path / "tea.json", tmp_path / "tent.json"
     save_graph(TaskGraph((1, 2), ("boil water", "add tea"), np.zeros((4, 4), bool), scenario="tea"), tea)

@@ -50,10 +50,13 @@ UNDEFINED_MISTAKE: Final = 1.0  # a step the graph knows nothing about counts as
 def single_precondition_probability(weights: np.ndarray) -> np.ndarray:
     """``Q[i, p] = P(K_i | K_p, Z) = Z[i, p] / Σ_{h ≠ p} Z[h, p]``: how likely ``K_i`` comes next if only ``K_p``
     was done. The paper's score for "``K_p`` is a previous key-step of ``K_i``" and the building block of the
-    mistake and missing scores.
+    mistake and missing scores (the paper's Ego-Exo4D questions).
 
-    The sum runs over every node that can follow (key-steps and END, not START), as the TGML step probability's
-    denominator does; a column whose sum is zero gives zeros.
+    For a key-step ``K_i`` the sum runs over the key-steps ``h`` other than ``K_p``, as the paper defines it: the
+    question is which key-step comes next, and END is none (with END in the sum, a step that often ends a procedure
+    had every one of its successors' scores lowered). The row of END, which only the end-of-procedure missing
+    question asks (`weighted_missing_at_end`), is a probability among everything that can follow ``K_p``, END
+    included, so that it stays at most 1. A column whose sum is zero gives zeros.
 
     Args:
         weights: float ``(n+2, n+2)`` weights ``Z``.
@@ -63,9 +66,11 @@ def single_precondition_probability(weights: np.ndarray) -> np.ndarray:
     """
     z = np.asarray(weights, dtype=np.float64)
     size = z.shape[0]
-    diagonal = np.where(np.arange(size) > 0, np.diagonal(z), 0.0)  # h = p is left out of the sum
-    totals = z[1:].sum(axis=0) - diagonal  # (n+2,) per column p
-    q = np.divide(z, totals, out=np.zeros_like(z), where=totals > 0)
+    diagonal = np.where((np.arange(size) > 0) & (np.arange(size) < size - 1), np.diagonal(z), 0.0)
+    steps = z[1:-1].sum(axis=0) - diagonal  # (n+2,) per column p: Σ over key-steps h ≠ p
+    q = np.divide(z, steps, out=np.zeros_like(z), where=steps > 0)
+    following = steps + z[-1]  # END can follow too
+    q[-1] = np.divide(z[-1], following, out=np.zeros(size), where=following > 0)
     q[0] = 0.0
     return q
 

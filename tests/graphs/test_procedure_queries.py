@@ -24,11 +24,12 @@ from graphs.task_graph import EDGE_PROBABILITY_WEIGHTS
 
 # Weighted example: key-steps A=1, B=2, C=3 (ids 1, 2, 3), nodes S=0 .. E=4. Z[i, j]: j is a pre-condition of i.
 #   A <- S 1.0;  B <- S 0.2, A 0.8;  C <- A 0.5, B 0.5;  E <- A 0.2, B 0.2, C 0.6
-# Column sums over the rows that can follow (A, B, C, E), the column's own node left out:
-#   S: 1.0 + 0.2 = 1.2   A: 0.8 + 0.5 + 0.2 = 1.5   B: 0.5 + 0.2 = 0.7   C: 0.6
+# Column sums over the key-steps (A, B, C), the column's own step left out (END is no key-step):
+#   S: 1.0 + 0.2 = 1.2   A: 0.8 + 0.5 = 1.3   B: 0.5   C: 0
 # so P(K_i | K_p) = Z[i, p] / column sum:
-#   P(B|A) = 0.8/1.5 = 0.5333  P(C|A) = 0.5/1.5 = 0.3333  P(E|A) = 0.2/1.5 = 0.1333
-#   P(C|B) = 0.5/0.7 = 0.7143  P(E|B) = 0.2/0.7 = 0.2857   P(E|C) = 0.6/0.6 = 1
+#   P(B|A) = 0.8/1.3 = 0.6154  P(C|A) = 0.5/1.3 = 0.3846  P(C|B) = 0.5/0.5 = 1
+# END's row, asked only at the end of a procedure, is among everything that can follow (END too):
+#   P(E|A) = 0.2/1.5 = 0.1333  P(E|B) = 0.2/0.7 = 0.2857  P(E|C) = 0.6/0.6 = 1
 Z = np.array([
     [0.0, 0.0, 0.0, 0.0, 0.0],
     [1.0, 0.0, 0.0, 0.0, 0.0],
@@ -46,8 +47,8 @@ def weighted_graph(optional: list[float] | None = None) -> TaskGraph:
 
 def test_single_precondition_probability_matches_the_hand_computed_table() -> None:
     q = single_precondition_probability(Z)
-    assert q[[2, 3, 4], 1] == pytest.approx([0.8 / 1.5, 1 / 3, 0.2 / 1.5])
-    assert q[[3, 4, 4], [2, 2, 3]] == pytest.approx([5 / 7, 2 / 7, 1.0])
+    assert q[[2, 3, 4], 1] == pytest.approx([0.8 / 1.3, 0.5 / 1.3, 0.2 / 1.5])
+    assert q[[3, 4, 4], [2, 2, 3]] == pytest.approx([1.0, 2 / 7, 1.0])
     assert q[1, 0] == pytest.approx(1 / 1.2)
     assert not q[0].any()  # nothing is followed by START
 
@@ -55,8 +56,8 @@ def test_single_precondition_probability_matches_the_hand_computed_table() -> No
 def test_previous_key_steps_are_ranked_by_p_of_the_step_given_each_one() -> None:
     answer = ProcedureQueries(weighted_graph()).previous(3)
     assert answer.rule == "weighted"
-    assert answer.steps == (2, 1)  # B 0.7143 before A 0.3333; START is not a key-step
-    assert answer.scores == pytest.approx((5 / 7, 1 / 3))
+    assert answer.steps == (2, 1)  # B 1 before A 0.3846; START is not a key-step
+    assert answer.scores == pytest.approx((1.0, 0.5 / 1.3))
 
 
 def test_a_step_is_never_its_own_previous_step() -> None:
@@ -68,8 +69,8 @@ def test_a_step_is_never_its_own_previous_step() -> None:
 
 def test_mistake_score_adds_the_probabilities_of_the_pre_conditions_not_done() -> None:
     queries = ProcedureQueries(weighted_graph())
-    assert queries.mistake(3, [1]).value == pytest.approx(5 / 7)  # B not done: P(C|B)
-    assert queries.mistake(3, []).value == pytest.approx(1 / 3 + 5 / 7)  # neither A nor B
+    assert queries.mistake(3, [1]).value == pytest.approx(1.0)  # B not done: P(C|B)
+    assert queries.mistake(3, []).value == pytest.approx(0.5 / 1.3 + 1.0)  # neither A nor B
     assert queries.mistake(3, [1, 2]).value == 0.0
     assert queries.mistake(99, [1]).value == 1.0  # unknown to the graph: counted as a mistake
 
@@ -77,17 +78,17 @@ def test_mistake_score_adds_the_probabilities_of_the_pre_conditions_not_done() -
 def test_missing_scores_each_step_not_done_by_how_much_the_current_one_needs_it() -> None:
     queries = ProcedureQueries(weighted_graph())
     answer = queries.missing(3, [1])
-    assert answer.steps == (2,) and answer.scores == pytest.approx((5 / 7,))
+    assert answer.steps == (2,) and answer.scores == pytest.approx((1.0,))
     assert queries.missing(3, [2, 1, 2]).steps == ()  # repeats in the history are harmless
 
 
 def test_missing_at_the_end_finds_a_step_forgotten_mid_way_through_the_steps_that_needed_it() -> None:
-    # B forgotten, A and C done: the askers are A, C and END; P(C|B) = 0.7143 beats P(E|B) = 0.2857.
+    # B forgotten, A and C done: the askers are A, C and END; P(C|B) = 1 beats P(E|B) = 0.2857.
     answer = ProcedureQueries(weighted_graph()).missing_at_end([1, 3])
-    assert answer.steps == (2,) and answer.scores == pytest.approx((5 / 7,))
+    assert answer.steps == (2,) and answer.scores == pytest.approx((1.0,))
     # A stored optionality of 0.75 for B scales it by 1 - 0.75.
     answer = ProcedureQueries(weighted_graph([0.0, 0.75, 0.0])).missing_at_end([1, 3])
-    assert answer.scores == pytest.approx((5 / 7 * 0.25,))
+    assert answer.scores == pytest.approx((0.25,))
 
 
 def test_future_steps_are_the_tgml_step_probabilities_given_everything_done() -> None:

@@ -431,11 +431,12 @@ def binary_future(adjacency: np.ndarray, step: int, done: np.ndarray) -> np.ndar
     adj = np.asarray(adjacency, dtype=bool)
     history = np.asarray(done, dtype=bool).copy()
     history[[0, step]] = True
-    successors = adj[:, step] & _key_steps(len(adj)) & ~history
+    every = adj[:, step] & _key_steps(len(adj))  # succ(K_i), done or not: the formula's |succ(K_i)| counts them all
+    successors = every & ~history
     if not successors.any():
         return np.zeros(len(adj))
     unmet = (adj & ~history).sum(axis=1)  # (n+2,) |pre(K_f) − H|
-    raw = np.where(successors, 1.0 / (successors.sum() + unmet), 0.0)
+    raw = np.where(successors, 1.0 / (every.sum() + unmet), 0.0)
     return raw / raw.sum()
 
 

@@ -160,6 +160,10 @@ def test_binary_future_prefers_successors_with_fewer_unmet_pre_conditions() -> N
     # Raw scores B 1/3, C 1/3, D 1/(3+1) = 1/4; sum 11/12; normalised B = C = 4/11, D = 3/11.
     answer = ProcedureQueries(binary_graph()).future(1, [])
     assert answer.steps == (2, 3, 4) and answer.scores == pytest.approx((4 / 11, 4 / 11, 3 / 11))
+    # B done already: |succ(A)| still counts it (3), C scores 1/3 and D 1/(3+1), normalised 4/7 and 3/7 (counting
+    # only the successors left, 1/2 and 1/3, gave 3/5 and 2/5).
+    answer = ProcedureQueries(binary_graph()).future(1, [2])
+    assert answer.steps == (3, 4) and answer.scores == pytest.approx((4 / 7, 3 / 7))
 
 
 def test_future_before_the_first_step_asks_what_follows_start() -> None:

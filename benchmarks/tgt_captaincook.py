@@ -14,7 +14,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import time
@@ -24,6 +23,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from graphs.common.command_line import ArgumentParser
 from graphs.common.errors import exit_on_input_error
 from graphs.common.options import seed_option, seed_range
 from graphs.common.settings_files import parse_set_options
@@ -44,7 +44,7 @@ def _data_default() -> Path:
 
 @exit_on_input_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=_data_default(), help="captaincook4d data folder")
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
     parser.add_argument("--first-seed", type=seed_option, default=42, help="first seed (default 42)")

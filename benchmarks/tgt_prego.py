@@ -14,7 +14,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from graphs.common.command_line import ArgumentParser
 from graphs.common.errors import exit_on_input_error
 from graphs.common.options import check_seed_count
 from graphs.common.settings_files import parse_set_options
@@ -37,7 +37,7 @@ PUBLISHED = {("assembly101-o", "gt"): (62.8, 69.8, 55.7), ("epic-tent-o", "gt"):
 
 @exit_on_input_error
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     data = Path(os.environ.get("MISTAKE_DATA") or ROOT.parent / "shared" / "data")
     parser.add_argument("--data", type=Path, default=data, help="data folder (default $MISTAKE_DATA)")
     parser.add_argument("--datasets", default="epic-tent-o,assembly101-o")

@@ -23,6 +23,7 @@ CASES = [
     ("startup.py", ["--runs", "0"], "--runs: 0: expected an integer in 1..1000"),
     ("wire_speed.py", ["--repeats", "-3"], "--repeats: -3: expected an integer in 1.."),
     ("view_draw.py", ["--widths", "80,0"], "--widths: 80,0: expected comma-separated numbers, each an integer in "),
+    ("tgt_prego.py", ["--seeds", "x"], "argument --seeds: invalid int value: 'x'"),  # argparse's usage block before
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -333,3 +334,15 @@ def checker_with_few_files(
         checker.terminate()
         checker.wait(timeout=60)
         reader.join(timeout=10)
+
+
+def full_pipe() -> tuple[int, int]:
+    """A pipe already full, as one whose reader stopped reading: the next write to it blocks (a stderr that takes
+    nothing)."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write, b"." * 4096)
+    os.set_blocking(write, True)
+    return read, write

@@ -3,7 +3,6 @@ closed from the start (``2>&-``) drops the lines, and every stream still plays t
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ import pytest
 
 from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
-from tests.streaming.helpers import STREAM_DETECT, running_checker, wait_for, write_noise_video
+from tests.streaming.helpers import STREAM_DETECT, full_pipe, running_checker, wait_for, write_noise_video
 
 GRAPH, DETECTOR = default_demo_paths()
 RUN_S = 180.0  # the detector loads torch and the backbone on a busy 2-core machine
@@ -66,23 +65,12 @@ def test_a_stderr_closed_from_the_start_puts_no_line_on_standard_output(
     assert wait_for(lambda: _ended(log) == {"short", "long"}, 10.0), log
 
 
-def _full_pipe() -> tuple[int, int]:
-    """A pipe already full, as one whose reader stopped reading: the next write to it blocks."""
-    read, write = os.pipe()
-    os.set_blocking(write, False)
-    with contextlib.suppress(BlockingIOError):
-        while True:
-            os.write(write, b"." * 4096)
-    os.set_blocking(write, True)
-    return read, write
-
-
 def test_a_stderr_that_takes_nothing_holds_no_stream(
         tmp_path: Path, checker: tuple[CheckerService, list[str]]) -> None:
     # The detector wrote its lines on the frame loop's thread: its ready line, before any stream started, waited on
     # the full pipe for ever, and no stream reached the checker (a stream's end line held the others' ends the same).
     service, log = checker
-    read, write = _full_pipe()
+    read, write = full_pipe()
     try:
         proc = subprocess.Popen(_detector(tmp_path, service), stdout=subprocess.DEVNULL, stderr=write)
         os.close(write)

@@ -22,7 +22,7 @@ import zmq
 
 from streaming.messages import Status, encode_payload
 from streaming.transport import Publisher, bind
-from tests.streaming.helpers import STREAM_DETECT, wait_for
+from tests.streaming.helpers import STREAM_DETECT, full_pipe, wait_for
 
 pytestmark = pytest.mark.skipif(not Path("/dev/full").exists(), reason="Linux pipes and /dev/full")
 
@@ -31,23 +31,12 @@ STARTUP_S = 60.0
 MODES = ("full pipe", "closed", "/dev/full")
 
 
-def _full_pipe() -> tuple[int, int]:
-    """A pipe already full, as one whose reader stopped reading: the next write to it blocks."""
-    read, write = os.pipe()
-    os.set_blocking(write, False)
-    with contextlib.suppress(BlockingIOError):
-        while True:
-            os.write(write, b"." * 4096)
-    os.set_blocking(write, True)
-    return read, write
-
-
 @contextlib.contextmanager
 def started(command: list[str], mode: str) -> Iterator[subprocess.Popen[bytes]]:
     """``command`` with its stderr as ``mode`` says and its stdout a pipe; killed on the way out if still running."""
     kept: list[int] = []
     if mode == "full pipe":
-        read, write = _full_pipe()
+        read, write = full_pipe()
         kept.append(read)
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=write)
         os.close(write)

@@ -643,7 +643,8 @@ def _digest(path: str | Path | None) -> str | None:
 
 def cache_key(video: EvalVideo, config: EvalConfig, chain: LoadedChain) -> str:
     """Hash of everything that shapes what the detector publishes on a video (not the graph, the annotations or the
-    checker's settings: `check_record` replays the checker under those)."""
+    checker's settings: `check_record` replays the checker under those; but the step ids the graph gives the
+    detector's classes, which its messages carry)."""
     stat = video.path.stat()
     # A video is known by its size and time, as make knows a file: hashing gigabytes per run would cost more than
     # the run it saves. A feature file is small, and rewritten in place by scripts that keep the time: its content.
@@ -653,6 +654,9 @@ def cache_key(video: EvalVideo, config: EvalConfig, chain: LoadedChain) -> str:
         "version": EVAL_VERSION,
         "video": [str(video.path.resolve()), *content],
         "detector": chain.file_digests["detector"],
+        # The step ids its messages carry: the file's, or a graph's that numbers the steps otherwise
+        # (`detector_for_graph`), which the graph left out of the key would otherwise replay under the other's.
+        "steps": list(chain.checkpoint.class_step_ids),
         "backbone": chain.file_digests["backbone"],
         "segmenter": asdict(chain.segmenter),
         "alert_on": config.alert_on,

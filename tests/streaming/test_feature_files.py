@@ -1075,6 +1075,28 @@ def test_eval_matches_a_detector_to_a_graph_numbering_its_steps_otherwise_by_nam
     assert "two ways" not in errs[alike]
 
 
+def test_eval_reruns_the_detector_when_another_graph_numbers_its_steps_otherwise(
+        from_table: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # The cache holds the detector's messages, step ids included, and its key leaves out the graph (a new graph
+    # reruns only the checker): a detector matched by name to a graph numbering its steps otherwise sends other ids,
+    # so a record cached beside the graph numbered as the detector was scored against the other graph's steps.
+    monkeypatch.setenv("MISTAKE_CACHE", str(tmp_path / "cache"))
+    scores = {}
+    for graph, cache in (("graph.json", "--rate"), ("graph-from-table.json", "--rate"),
+                         ("graph-from-table.json", "--no-cache")):
+        out = tmp_path / f"{graph}{cache}.json"
+        argv = ["eval", "--features", str(from_table / "npy"), "--annotations", str(from_table / "labels.json"),
+                "--graph", str(from_table / graph), "--detector", str(from_table / "detector.pt"),
+                "--split", str(from_table / "folder" / "split.json"), "--quiet", "--json", str(out)]
+        assert stream_detect([*argv, *(["--no-cache"] if cache == "--no-cache" else [])]) == 0
+        scores[graph, cache] = json.loads(out.read_text())
+    capsys.readouterr()
+    cached, fresh = scores["graph-from-table.json", "--rate"], scores["graph-from-table.json", "--no-cache"]
+    assert [[r["step"] for r in v["recognised"]] for v in cached["videos"]] == [
+        [r["step"] for r in v["recognised"]] for v in fresh["videos"]]
+    assert cached["total"] == fresh["total"]
+
+
 def test_a_live_run_of_a_detector_from_the_table_sends_the_json_graphs_step_ids(
         from_table: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The one-command run (checker process, detector fed the file, JSON lines out), with the probabilistic checker

@@ -151,7 +151,10 @@ class ServiceLog:
         if out is None:  # stderr closed from the start (2>&-): print would write the line on stdout
             return True
         try:
-            fd = out.fileno()
+            # A live view on the terminal (the view's, the one-command run's) puts rich's proxy in sys.stderr while it
+            # draws: a line must go through it, which prints it above the view; written to the descriptor under
+            # the proxy, it landed inside the view, and the view's next redraw erased it.
+            fd = None if hasattr(out, "rich_proxied_file") else out.fileno()
         except (AttributeError, OSError, ValueError):  # no file descriptor (a test's StringIO): it cannot block
             fd = None
         try:

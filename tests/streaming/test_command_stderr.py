@@ -142,3 +142,31 @@ def test_a_dashboard_whose_stderr_takes_nothing_serves_its_page(tmp_path: Path, 
         assert dashboard.poll() is None and _answers(f"http://127.0.0.1:{port}/")
         dashboard.send_signal(signal.SIGTERM)
         assert dashboard.wait(timeout=30) == 128 + signal.SIGTERM
+
+
+def test_a_line_logged_while_a_live_view_draws_on_the_terminal_is_printed_above_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # While the view (or the one-command run's) draws on a terminal, rich's Live puts a proxy in sys.stderr that
+    # prints a line above the view. The queued log wrote to the descriptor under the proxy: the line landed inside the
+    # view, and its next redraw erased it (a webhook failing, a frame not read, said to nobody).
+    import io
+
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    from streaming.service_log import queued_log
+
+    with (tmp_path / "stderr").open("w") as stderr:  # a real descriptor under the proxy, as a terminal's
+        monkeypatch.setattr("sys.stderr", stderr)
+        screen = io.StringIO()
+        console = Console(file=screen, force_terminal=True, width=120)
+        with Live(Text("the view"), console=console, auto_refresh=False) as live, queued_log("view", "text") as log:
+            live.refresh()
+            log.warning("webhook https://example.invalid: 3 message(s) not delivered")
+            assert log.close()
+            live.update(Text("the view, redrawn"), refresh=True)
+    assert (tmp_path / "stderr").read_text() == ""
+    drawn = screen.getvalue()
+    assert "warning: webhook https://example.invalid: 3 message(s) not delivered" in drawn
+    assert drawn.index("not delivered") < drawn.index("the view, redrawn")

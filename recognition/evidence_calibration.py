@@ -14,8 +14,9 @@ split) and measures, per key-step:
 Per-step intercepts are pulled towards the common one by a quadratic penalty (`SHRINK`): a step seen in only one or
 two validation videos gets the common curve, nudged by its own data. The slopes are kept non-negative (more evidence
 never makes "done" less likely). Each curve's slope penalty is chosen by leaving one validation video out at a time
-(`choose_slope_penalty`): pairs from three videos are nearly separable, and an unpenalised fit then gives slopes of
-15-30 that turn "never" into "surely" within 0.2 of evidence, which the left-out video does not bear out.
+(`choose_slope_penalty`; with one video, one of its steps): pairs from three videos are nearly separable, and an
+unpenalised fit then gives slopes of 15-30 that turn "never" into "surely" within 0.2 of evidence, which the left-out
+video does not bear out.
 
 **Rates a small validation split can be trusted with.** A validation split of three videos shows each step two to
 four times and holds a handful of its detections: a raw share such as "4 of 7 detections false" moves by 15 points
@@ -129,14 +130,17 @@ def _log_loss(x: np.ndarray, group: np.ndarray, y: np.ndarray, fit: tuple[float,
 
 
 def choose_slope_penalty(x: np.ndarray, group: np.ndarray, y: np.ndarray, groups: int, video: np.ndarray) -> float:
-    """The slope penalty of `SLOPE_PENALTIES` whose curves best predict each validation video from the others.
+    """The slope penalty of `SLOPE_PENALTIES` whose curves best predict held-out validation data from the rest.
 
     Leave one video out: fit on the other videos, sum the log-loss of the left-out video's labels; the penalty with
-    the smallest total over the videos wins (ties to the larger penalty, the flatter curve). With fewer than two
-    videos nothing can be left out, so nothing shows that a steep curve holds: the largest penalty, the flattest
-    curve, applies. (`RIDGE` did before: fitted on one video, a curve sure that an unseen step was "never done"
-    (q 0.0003) scored `tgml bench-live`'s validation recordings, against q 0.007-0.01 from the two or three videos a
-    test recording's calibration rests on, and the end report chosen on them named steps the test folds did not.)
+    the smallest total wins (ties to the larger penalty, the flatter curve). With a single validation video, leave
+    one *step* out instead (`held_out_units`): the curve is fitted on the video's other steps and judged on the
+    left-out step, whose intercept then is the common one, as a step the fit never saw is judged live. The slope is
+    shared by every step, so how well it carries to an unseen step is the question a second video would answer.
+    With one video and one step there is nothing to leave out, so nothing shows that a steep curve holds: the largest
+    penalty, the flattest curve, applies. (`RIDGE`, unpenalised, was used for one video once: a curve sure that an
+    unseen step was "never done" (q 0.0003); the flattest was used after, and it left a step the detector plainly
+    never saw at P(skipped) 0.37, under the default alert threshold.)
 
     Args:
         x, group, y, groups: as `fit_shrunk_logistic`.
@@ -145,18 +149,27 @@ def choose_slope_penalty(x: np.ndarray, group: np.ndarray, y: np.ndarray, groups
     Returns:
         ``lambda`` for `fit_shrunk_logistic`.
     """
-    videos = np.unique(video)
-    if len(videos) < 2:
+    units = held_out_units(group, video)
+    if units is None:
         return SLOPE_PENALTIES[-1]
     features = np.asarray(x, dtype=np.float64).reshape(len(y), -1)
     losses = np.zeros(len(SLOPE_PENALTIES))
-    for v in videos.tolist():
-        out = video == v
+    for u in np.unique(units).tolist():
+        out = units == u
         for k, lam in enumerate(SLOPE_PENALTIES):
             fit = fit_shrunk_logistic(features[~out], group[~out], y[~out], groups, lam)
             losses[k] += _log_loss(features[out], group[out], y[out], fit)
     best = losses.min()
     return float(max(lam for lam, loss in zip(SLOPE_PENALTIES, losses, strict=True) if loss <= best + 1e-9))
+
+
+def held_out_units(group: np.ndarray, video: np.ndarray) -> np.ndarray | None:
+    """What `choose_slope_penalty` leaves out in turn: ``(N,)`` the video of each pair when there are two videos or
+    more, else its step when one video shows two steps or more, else None (nothing to leave out)."""
+    for units in (video, group):
+        if len(np.unique(units)) >= 2:
+            return np.asarray(units)
+    return None
 
 
 def annotated_runs(labels: np.ndarray, background: set[int]) -> list[tuple[int, int, int]]:
@@ -313,7 +326,7 @@ def calibrate_evidence(
         window_s: ``W``, the evidence window in seconds (None: the segmenter's ``min_duration``).
         detection_window_s: ``W`` of the detection evidence (E2), when it differs from ``window_s`` (None: the same).
         slope_penalty: ``lambda`` of both curves' slopes (None: each curve's chosen by `choose_slope_penalty`,
-            leaving one validation video out at a time).
+            leaving one validation video out at a time, or one step of a single video).
 
     Returns:
         The calibrated `EvidenceModel`.

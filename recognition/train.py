@@ -635,21 +635,27 @@ def check_calibration_videos(data: FeatureDataset, config: DetectorTrainConfig) 
 
 
 def warn_one_validation_video(data: FeatureDataset, config: DetectorTrainConfig) -> None:
-    """Say, before training, that a validation split of one video calibrates the live checker at its flattest.
+    """Say, before training, that a validation split of one video showing one key-step calibrates the live checker
+    at its flattest.
 
-    `choose_slope_penalty` has no video to leave out, so the evidence curves get the largest penalty: a step the
-    detector never saw still reads as fairly likely done, and the default probabilistic checker may stay silent on a
-    mistake the detector sees plainly (six imported recordings, test mAP 100: P(skipped) 0.37, under the 0.5 alert
-    threshold; two validation videos: alerted). A fifth of up to seven training videos is one video.
+    `choose_slope_penalty` judges the evidence curves by leaving one validation video out, or with one video one of
+    its steps; one video of one step leaves nothing out, so the curves get the largest penalty: a step the detector
+    never saw still reads as fairly likely done, and the default probabilistic checker may stay silent on a mistake
+    the detector sees plainly (six imported recordings, test mAP 100, while a one-video split got the flattest curve:
+    P(skipped) 0.37, under the 0.5 alert threshold).
     """
     names = validation_names(data, config)
     if len(names) != 1:
         return
+    video = next(v for v in data.train if v.name == names[0])
+    shown = int(video.targets[:, [c for c, s in enumerate(data.class_step_ids) if s is not None]].any(axis=0).sum())
+    if shown >= 2:
+        return
     what = f"--val-videos {names[0]}" if config.val_videos else f"--val-fraction {config.val_fraction:g}"
-    print_warning(f"{what}: one validation video ({names[0]}): the live checker's evidence curves are fitted at "
-                  "their flattest, and stream-detect's default probabilistic checker may then stay silent on a "
-                  "mistake the detector sees plainly; name two or more with --val-videos (or label more executions), "
-                  "or run the checker with --checker binary (docs/recognition.md, the validation split)")
+    print_warning(f"{what}: one validation video ({names[0]}) showing one key-step: the live checker's evidence curves "
+                  "are fitted at their flattest, and stream-detect's default probabilistic checker may then stay "
+                  "silent on a mistake the detector sees plainly; name two or more with --val-videos (or label more "
+                  "executions), or run the checker with --checker binary (docs/recognition.md, the validation split)")
 
 
 def train_detector(

@@ -326,6 +326,25 @@ def test_a_small_split_gets_a_flatter_curve_when_its_videos_disagree() -> None:
     assert choose_slope_penalty(x, group, y, 1, one_video) == max(SLOPE_PENALTIES)
 
 
+def test_one_validation_video_judges_the_curve_by_leaving_one_step_out() -> None:
+    # One video, four steps, each "done" only once its evidence is high: a curve that carries from three steps to the
+    # fourth is steep, as two videos would show. The flattest curve given to every one-video split before left a step
+    # the detector plainly never saw at P(done) 0.3, so the default checker stayed silent on its skipped step.
+    x = np.tile([0.02, 0.05, 0.1, 0.85, 0.9, 0.95], 4)
+    y = np.tile([0, 0, 0, 1, 1, 1], 4).astype(np.float64)
+    group = np.repeat(np.arange(4), 6)
+    one_video = np.zeros(24, dtype=np.int64)
+    chosen = choose_slope_penalty(x, group, y, 4, one_video)
+    assert chosen < max(SLOPE_PENALTIES)
+    assert chosen == choose_slope_penalty(x, group, y, 4, np.repeat([0, 1], 12))  # what two videos would choose
+    alpha, slopes, _ = fit_shrunk_logistic(x, group, y, 4, chosen)
+    assert 1 / (1 + np.exp(-alpha)) < 0.05  # a step with no evidence: not done
+    # Steps that disagree (one "done" at low evidence) pull it flatter, as disagreeing videos do.
+    y_mixed = y.copy()
+    y_mixed[18:21] = 1
+    assert choose_slope_penalty(x, group, y_mixed, 4, one_video) > chosen
+
+
 def test_a_step_the_calibration_left_out_is_taken_as_real_live_and_in_a_replay() -> None:
     model = EvidenceModel.default([1], window_s=1.0)  # the detector's step 2 has no curve
     reporter = EvidenceReporter(model, [None, 1, 2], fps=5.0)

@@ -538,6 +538,23 @@ def test_a_feature_file_is_a_live_source_and_its_mistake_alerts(trained: Path,
     assert [m["start"] for m in lines if m["kind"] == "step"][0] == 3.0
 
 
+def test_one_validation_video_still_lets_the_default_checker_alert(trained: Path, tmp_path: Path) -> None:
+    # A handful of recordings leave one validation video. Its evidence curves were then the flattest tried, so a step
+    # the detector never saw still read as fairly likely done and the default probabilistic checker stayed silent on
+    # take_part before open_box (a user's six imported recordings: P(skipped) 0.37 < 0.5). Leaving one of the video's
+    # steps out judges the curve as a second video would: the alert comes, with the defaults.
+    detector = tmp_path / "one_val.pt"
+    assert train_main(["--features", str(trained / "folder"), "--config", str(trained / "tiny.toml"),
+                       "--out", str(detector), "--val-videos", "rec3", "--quiet"]) == 0
+    out = tmp_path / "eval.json"
+    split = trained / "folder" / "split.json"
+    argv = eval_argv(trained, "--detector", str(detector), "--split", str(split), "--json", str(out))
+    assert stream_detect(argv) == 0
+    videos = {v["video"]: v for v in json.loads(out.read_text())["videos"]}
+    assert [a["step"] for a in videos["test_wrong"]["alerts"] if not a["retracted"]] == [1]
+    assert not [a for a in videos["test_ok"]["alerts"] if not a["retracted"]]
+
+
 @pytest.mark.parametrize(("named", "stream"), [([], "test_wrong"), (["--stream-id", "kitchen"], "kitchen")])
 def test_a_live_feature_file_is_the_stream_of_its_name_unless_one_is_given(
         trained: Path, capsys: pytest.CaptureFixture[str], named: list[str], stream: str) -> None:

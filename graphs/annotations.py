@@ -49,7 +49,7 @@ from graphs.annotation_csv import (
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import is_captaincook_graph, mistaken_file
 from graphs.common.files import read_json
-from graphs.common.safe_text import count_of, first_few, printable
+from graphs.common.safe_text import count_of, first_few, meant_name, printable
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id, name_fault
 
@@ -207,8 +207,9 @@ class Annotations:
             hint = (f"of the names given, {first_few(known, 5)} {'is one' if len(known) == 1 else 'are'}: give only "
                     "those" if known else f"none of the names given is, so the graph cannot hold them: leave "
                     f"--exclude-videos out, unless a name is mistyped; its executions: {first_few(sorted(names), 5)}")
+            # The closest execution to the first unknown name: a typo (21_3 for 21_13) is the likeliest cause.
             raise InputError(f"--exclude-videos: {', '.join(unknown)} not an execution of {scenario!r} in {self.path} "
-                             f"({hint})")
+                             f"({hint}){meant_name(unknown[0], names, 0)}")
         excluded = tuple(v.video for v in executions if v.video in videos.exclude)
         mistakes = tuple(v.video for v in executions
                          if v.video not in videos.exclude and any(v.has_errors) and not videos.include_mistakes)
@@ -228,11 +229,19 @@ class Annotations:
         reason = f" ({'; '.join(why)})" if why else " (no video with segments)"
         return f"{self.path}: scenario {scenario!r} has no usable sequence{reason}"
 
-    def check_scenario(self, scenario: str) -> None:
-        """Raise `InputError` naming the known scenarios if ``scenario`` is not one of them."""
+    def check_scenario(self, scenario: str, option: str | None = None) -> None:
+        """Raise `InputError` naming the known scenarios if ``scenario`` is not one of them.
+
+        Args:
+            scenario: the name asked for.
+            option: the option the user typed it in (``--scenario``, ``--procedures``), named first in the error;
+                None for a name that comes from a file.
+        """
         if scenario not in self.taxonomy:
             known = ", ".join(sorted(self.taxonomy))
-            raise InputError(f"{self.path}: unknown scenario {scenario!r} (known: {known})")
+            # A misspelt recipe among CaptainCook4D's 24 was left to be found in the list: the closest is said.
+            raise InputError(f"{f'{option}: ' if option else ''}{self.path}: unknown scenario {printable(scenario)!r} "
+                             f"(known: {known}){meant_name(scenario, self.taxonomy, 0)}")
 
 
 OVERLAP_SLACK_S: Final = 1e-6  # touching segments (one ends where the next starts) do not overlap
@@ -499,7 +508,7 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
             # The README's commands name a scenario (--scenario tent); a table without the column has none to match.
             raise InputError(f"{src}: a table without a scenario column holds one scenario, {DEFAULT_SCENARIO!r}: "
                              f"leave --scenario out, or add a scenario column naming {printable(scenario_read)!r}")
-        annotations.check_scenario(scenario_read)
+        annotations.check_scenario(scenario_read, "--scenario")
     line = timing_warning(annotations, scenario_read, learns_graph)
     if line is not None:
         print(printable(line), file=sys.stderr, flush=True)

@@ -400,7 +400,8 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
             held = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name.startswith(("rgb_", "flow_")))
             raise InputError(f"{root}: {kind} feature folder {folder!r} not found (the folder holds "
                              f"{', '.join(held) if held else 'no rgb_* or flow_* folder'}; the name is --config's "
-                             "[features] rgb or flow, or without one rgb_ and split.json's feature_extractor)")
+                             "[features] rgb or flow, or without one rgb_ and split.json's feature_extractor)"
+                             f"{meant_name(folder, held, 0)}")
     check_extraction_finished(root, config.rgb, split)
     train = tuple(load_video(root, v, config) for v in split.train)
     test = tuple(load_video(root, v, config) for v in split.test)

@@ -26,6 +26,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from graphs.checker_settings import CHECKERS as GRAPH_CHECKERS
 from graphs.common.errors import InputError
+from graphs.common.safe_text import meant_name
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def lookup(entries: Mapping[str, E], name: str, what: str) -> E:
     """The entry called ``name``, or one `InputError` line listing the known ones (``what``: the option or field)."""
     entry = entries.get(name)
     if entry is None:
-        raise InputError(f"{what} {name!r}: known: {', '.join(entries)}")
+        raise InputError(f"{what} {name!r}: known: {', '.join(entries)}{meant_name(name, entries, 0)}")
     return entry
 
 

@@ -137,7 +137,8 @@ def near_name_hint(names: Sequence[str], unmatched: Iterable[str]) -> str:
 
 def meant_name(name: str, names: Iterable[str], limit: int = 5) -> str:
     """The end of an error line for ``name``, which is none of ``names``: the closest of them (``; did you mean
-    'video_03'?``), else the first ``limit`` (`` (they are: ...)``); "" when there are none.
+    'video_03'?``), else the first ``limit`` (`` (they are: ...)``); "" when there are none, or none is close and
+    ``limit`` is 0 (for a line that lists the names itself).
 
     Said because a typo in an option naming videos (``--test-videos video_3``) was answered only "is not an
     imported recording", and the name meant had to be looked up in the folder.
@@ -145,7 +146,7 @@ def meant_name(name: str, names: Iterable[str], limit: int = 5) -> str:
     known = sorted(set(names))
     if close := difflib.get_close_matches(name, known, n=1, cutoff=0.6):
         return f"; did you mean {printable(close[0])!r}?"
-    return f" (they are: {first_few([printable(n) for n in known], limit)})" if known else ""
+    return f" (they are: {first_few([printable(n) for n in known], limit)})" if known and limit > 0 else ""
 
 
 def wrap_words(text: str, width: int, indent: str = HANG) -> list[str]:

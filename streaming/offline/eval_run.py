@@ -45,7 +45,7 @@ from graphs.common.files import (
     replaced_input,
     write_text,
 )
-from graphs.common.safe_text import count_of, first_few, printable
+from graphs.common.safe_text import count_of, first_few, meant_name, printable
 from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
@@ -238,7 +238,7 @@ def demo_videos(names: Sequence[str] = ()) -> list[EvalVideo]:
     unknown = [n for n in names if n not in DEMO_NAMES]
     if unknown:
         raise InputError(f"--videos-list: {', '.join(unknown)} is not a demo execution (with --demo: "
-                         f"{', '.join(DEMO_NAMES)})")
+                         f"{', '.join(DEMO_NAMES)}){meant_name(unknown[0], DEMO_NAMES, 0)}")
     out = []
     for name in [n.removeprefix("demo:") for n in names] or DEMO_EXECUTIONS:
         path, segments = demo_video(name)
@@ -334,7 +334,8 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
         other = [n for n in unknown if n in annotations.videos]  # annotated, as a recording of another scenario
         what = (f"not a recording of scenario {scenario!r} (the graph's) in {config.annotations}" if other == unknown
                 else f"not annotated in {config.annotations} (scenario {scenario})")
-        raise InputError(f"{where}: {', '.join(unknown)} {what}")
+        # The closest recording of the scenario to the first unknown name: a typo was left to be found in the file.
+        raise InputError(f"{where}: {', '.join(unknown)} {what}{meant_name(unknown[0], known, 0)}")
     # Unchosen, every annotated recording is asked for (with --features: only augmented copies, <video>.aug<k>.npy,
     # were given).
     asked = (f"--split {config.split} names" if config.split else "--videos-list names" if config.names

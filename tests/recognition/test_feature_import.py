@@ -685,3 +685,18 @@ def test_a_file_changed_between_the_check_and_the_write_is_refused_naming_it(tmp
     np.save(root / "npy" / "rec0.npy", bad)
     assert main(argv(root, "--test-videos", "rec4")) == 0
     assert "5 recordings imported" in capsys.readouterr().out
+
+
+def test_a_misspelt_scenario_or_feature_folder_is_refused_with_the_name_meant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The scenario was refused as the file's, the option unnamed; a config's feature folder with the folder's list.
+    root = write_recordings(tmp_path)
+    line = cli_error(main, argv(root, "--scenario", "tnet"), capsys)
+    assert line == (f"error: --scenario: {root / 'labels.json'}: unknown scenario 'tnet' (known: tent); "
+                    "did you mean 'tent'?")
+    assert main(argv(root, "--name", "importd")) == 0  # rgb_importd: the live config reads rgb_imported
+    live = Path(__file__).parents[2] / "configs" / "miniroad-captaincook4d-live.toml"
+    line = cli_error(train_main, ["--features", str(root / "out"), "--config", str(live),
+                                  "--out", str(tmp_path / "d.pt")], capsys)
+    assert line.endswith("feature_extractor); did you mean 'rgb_importd'?")

@@ -193,6 +193,15 @@ def test_a_listed_recording_of_another_scenario_is_said_to_be_one(trained: Path,
     assert line == f"error: --videos-list: nowhere not annotated in {both} (scenario kit)"
 
 
+def test_a_misspelt_recording_of_videos_list_is_refused_with_the_one_meant(trained: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # "not annotated in labels.json" alone: the recording meant was to be found in the file.
+    labels = trained / "labels.json"
+    line = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_wrng"), capsys)
+    assert line == (f"error: --videos-list: test_wrng not annotated in {labels} (scenario kit); "
+                    "did you mean 'test_wrong'?")
+
+
 def test_two_feature_sources_of_one_stream_id_are_named_as_features(trained: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     # The message named them "--video", an option the user had not given.

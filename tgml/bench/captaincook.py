@@ -90,6 +90,8 @@ def load_procedures(data_dir: str | Path, scenarios: Sequence[str] = ()) -> list
                          "captaincook4d/, or that folder")
     annotations = load_annotations(data_dir / ANNOTATIONS, check_times=False)  # as published: -1 = never done
     names = list(scenarios) or list(annotations.taxonomy)
+    for name in scenarios:  # refused naming the option, before any is read (steps_of would not say which option)
+        annotations.check_scenario(name, "--procedures")
     repeated = next((name for k, name in enumerate(names) if name in names[:k]), None)
     if repeated is not None:  # it would count twice in the mean over procedures
         raise InputError(f"captaincook benchmark: procedure {repeated!r} is listed twice")

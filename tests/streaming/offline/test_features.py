@@ -606,3 +606,16 @@ def test_extracting_into_a_folder_of_imported_features_says_that_training_now_re
     assert capsys.readouterr().err.strip() == (
         f"note: {work / 'features'} held mine features (rgb_mine/, kept); its split.json now names light-v1: "
         "recognition-train without --config trains on rgb_light-v1/")
+
+
+@pytest.mark.parametrize(("option", "typo", "meant"), [("--scenario", "shelv", "shelf"),
+                                                       ("--extractor", "light-v2", "light-v1")])
+def test_a_misspelt_scenario_or_extractor_is_refused_with_the_name_meant(
+    option: str, typo: str, meant: str, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Refused with the list alone (and the scenario without the option that named it): the name meant was to be
+    # found in it.
+    line = cli_error(main, args(work, option, typo), capsys)
+    assert line.startswith(f"error: {option}") and typo in line
+    assert line.endswith(f"; did you mean {meant!r}?")
+    assert not (work / "features" / "split.json").exists()

@@ -26,7 +26,7 @@ import numpy as np
 from graphs.annotations import Annotations, load_annotations
 from graphs.common.errors import InputError, print_warning
 from graphs.common.files import read_json, read_text_file
-from graphs.common.safe_text import count_of, first_few
+from graphs.common.safe_text import count_of, first_few, meant_name
 from graphs.edge_metrics import load_reference_graph
 from graphs.task_graph import TaskGraph
 from recognition.feature_folders import ANNOTATION_SLACK_S
@@ -185,7 +185,7 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None, recipes: Se
         unknown = [r for r in recipes if r not in taxonomies]
         if unknown:
             raise InputError(f"--recipes {unknown[0]}: no recording of it in {features_dir} "
-                             f"(recipes there: {', '.join(taxonomies)})")
+                             f"(recipes there: {', '.join(taxonomies)}){meant_name(unknown[0], taxonomies, 0)}")
         taxonomies = {s: steps for s, steps in taxonomies.items() if s in recipes}
         files = {name: path for name, path in files.items() if by_id[name].scenario in taxonomies}
     chosen: dict[str, Recipe] = {}
@@ -410,7 +410,7 @@ def annotated_recordings(cc: Path, activity: Mapping[str, object], named: Mappin
     unknown = [name for name in named if name not in activity]
     if unknown:
         raise InputError(f"{named[unknown[0]]}: recording {unknown[0]!r} is not in {cc / ERROR_ANNOTATIONS}, so it "
-                         "has no annotation (ids such as 1_36)")
+                         f"has no annotation (ids such as 1_36){meant_name(unknown[0], activity, 0)}")
     annotations = load_annotations(cc / ANNOTATIONS, check_times=False)  # as published
     scenarios = activity_scenarios(cc)
     wanted = {scenarios.get(activity[name]) for name in named} - {None}

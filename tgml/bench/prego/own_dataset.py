@@ -24,7 +24,7 @@ import numpy as np
 
 from graphs.annotations import Annotations, choose_scenario, load_annotations
 from graphs.common.errors import InputError, print_warning
-from graphs.common.safe_text import count_of, first_few
+from graphs.common.safe_text import count_of, first_few, meant_name
 from recognition.feature_folders import load_split
 from tgml.bench.prego.data import BenchData
 from tgml.bench.prego.methods import SETTINGS_DIR, load_method_settings
@@ -112,7 +112,9 @@ def _check_named(names: Sequence[str], annotations: Annotations, scenario: str, 
     for name in names:
         video = annotations.videos.get(name)
         if video is None:
-            raise InputError(f"{source}: video {name!r} is not in {annotations.path}")
+            # The closest video of the scenario: a typo in --test-videos was left to be found in the file.
+            ours = [v.video for v in annotations.scenario_videos(scenario)]
+            raise InputError(f"{source}: video {name!r} is not in {annotations.path}{meant_name(name, ours, 0)}")
         if video.scenario != scenario:
             raise InputError(f"{source}: video {name!r} of {annotations.path} is of scenario {video.scenario!r}, "
                              f"not {scenario!r}")

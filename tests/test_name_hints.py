@@ -1,0 +1,146 @@
+"""A name typed that is none of the names a command knows (a scenario, a video, a recipe, a dataset, a method, a rule,
+a setting) is refused on one line that names the option and the name, and says the close one meant
+(`graphs.common.safe_text.meant_name`): each of these was refused without it, the name meant left to be found in a
+list or a file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streaming.stream_detect_cli import main as stream_detect
+from tests.cli_errors import cli_error
+from tgml.bench.prego_bench_cli import main as prego_bench
+from tgml.tgml_cli import main as tgml
+
+TEA = {
+    "annotations": {
+        "v1": {"scenario": "tea", "recording_id": "v1", "segments": [{"step_id": 1}, {"step_id": 2}, {"step_id": 3}]},
+        "v2": {"scenario": "tea", "recording_id": "v2", "segments": [{"step_id": 1}, {"step_id": 3}, {"step_id": 2}]},
+    },
+    "taxonomy": {
+        "tea": {"1": {"name": "boil water", "id": 1}, "2": {"name": "add tea", "id": 2},
+                "3": {"name": "get cup", "id": 3}},
+        "coffee": {"7": {"name": "grind", "id": 7}},
+    },
+}
+
+
+@pytest.fixture
+def tea(tmp_path: Path) -> Path:
+    """An annotation file of two tea executions (and a coffee scenario without any)."""
+    path = tmp_path / "tea.json"
+    path.write_text(json.dumps(TEA))
+    return path
+
+
+def test_tgml_train_says_the_scenario_meant_naming_the_option(
+    tea: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = cli_error(tgml, ["train", "--annotations", str(tea), "--scenario", "taa", "--out", str(tmp_path / "g.json")],
+                     capsys)
+    assert line == f"error: --scenario: {tea}: unknown scenario 'taa' (known: coffee, tea); did you mean 'tea'?"
+
+
+def test_tgml_train_says_the_execution_meant_by_exclude_videos(
+    tea: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = cli_error(tgml, ["train", "--annotations", str(tea), "--scenario", "tea", "--exclude-videos", "v11",
+                            "--out", str(tmp_path / "g.json")], capsys)
+    assert line.startswith("error: --exclude-videos: v11 not an execution of 'tea'")
+    assert line.endswith("; did you mean 'v1'?")
+
+
+@pytest.mark.parametrize("method", [[], ["--method", "noisy-and"]], ids=["default-learner", "named-learner"])
+def test_tgml_train_says_the_setting_meant_in_a_config_file(
+    method: list[str], tea: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text("cutt = 0.9\n")
+    line = cli_error(tgml, ["train", "--annotations", str(tea), "--scenario", "tea", "--config", str(config),
+                            "--out", str(tmp_path / "g.json"), *method], capsys)
+    assert line.startswith(f"error: --config {config}: unknown setting 'cutt'")
+    assert line.endswith("; did you mean 'cut'?")
+
+
+def test_tgml_bench_synthetic_says_the_learner_meant(capsys: pytest.CaptureFixture[str]) -> None:
+    line = cli_error(tgml, ["bench-synthetic", "--learners", "noisy-andd", "--quiet"], capsys)
+    assert line == ("error: synthetic benchmark --learners: unknown learner 'noisy-andd' (known: do, noisy-and, "
+                    "noisy-and-sparse); did you mean 'noisy-and'?")
+
+
+@pytest.mark.parametrize("command", ["bench-captaincook", "bench-mistakes", "bench-queries"])
+def test_tgml_benchmarks_say_the_procedure_meant_naming_procedures(
+    command: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It was refused as an unknown scenario of the annotation file, with no word of the option that named it.
+    line = cli_error(tgml, [command, "--data", str(data_dir), "--procedures", "coffee,blenderbananapancake",
+                            "--quiet"], capsys)
+    assert line.startswith("error: --procedures: ") and "unknown scenario 'blenderbananapancake'" in line
+    assert line.endswith("; did you mean 'blenderbananapancakes'?")
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [(["bench-mistakes", "--rules", "precondtion"],
+      "error: --rules 'precondtion': expected one of precondition, late-step; did you mean 'precondition'?"),
+     (["bench-mistakes", "--method", "dao"], "; did you mean 'do'?"),
+     (["bench-captaincook", "--method", "dao"], "; did you mean 'do'?"),
+     (["bench-queries", "--dataset", "epic-tent"],
+      "error: bench-queries --dataset: unknown dataset 'epic-tent' (known: captaincook4d, epic-tent-o, assembly101-o); "
+      "did you mean 'epic-tent-o'?"),
+     (["bench-live", "--recipes", "pinwheel"], "; did you mean 'pinwheels'?"),
+     (["captaincook-labels", "--recordings", "1_366", "--out", "{tmp}/labels.json"],
+      "has no annotation (ids such as 1_36); did you mean '1_36'?")],
+    ids=["bench-mistakes-rules", "bench-mistakes-method", "bench-captaincook-method", "bench-queries-dataset",
+         "bench-live-recipes", "captaincook-labels-recordings"])
+def test_tgml_benchmarks_say_the_name_meant(
+    argv: list[str], expected: str, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [word.replace("{tmp}", str(tmp_path)) for word in argv]
+    line = cli_error(tgml, [*argv, "--data", str(data_dir), *(["--quiet"] if argv[0] != "captaincook-labels" else [])],
+                     capsys)
+    assert line.endswith(expected), line
+    assert line.startswith(f"error: {argv[1]} ") or line.startswith(f"error: bench-queries {argv[1]}")
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [(["--config", "epic-tent=a.toml"],
+      "error: --config epic-tent=a.toml: epic-tent is not a dataset (assembly101-o, epic-tent-o); "
+      "did you mean 'epic-tent-o'?"),
+     (["--checker", "probabilistic", "--checker-settings", "epic-tent=a.json"],
+      "error: --checker-settings epic-tent=a.json: epic-tent is not a dataset (assembly101-o, epic-tent-o); "
+      "did you mean 'epic-tent-o'?"),
+     (["select", "--dataset", "epic-tent-o", "--method", "noisy-and-do", "--rules", "geometrc"],
+      "error: --rules 'geometrc': expected comma-separated rules among geometric, both, either; "
+      "did you mean 'geometric'?")],
+    ids=["config", "checker-settings", "select-rules"])
+def test_prego_bench_says_the_dataset_or_rule_meant(
+    argv: list[str], expected: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_error(prego_bench, [*argv, "--data", str(data_dir)], capsys) == expected
+
+
+def test_prego_bench_says_the_test_video_meant_of_your_own_dataset(
+    tea: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = cli_error(prego_bench, ["--annotations", str(tea), "--scenario", "tea", "--test-videos", "v11",
+                                   "--order-only"], capsys)
+    assert line == f"error: --test-videos: video 'v11' is not in {tea}; did you mean 'v1'?"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [(["--video", "demo:corect"],
+      "error: --video demo:corect: unknown demo (choose from mistake, correct, missing); did you mean 'correct'?"),
+     (["eval", "--demo", "--videos-list", "demo:corect"],
+      "error: --videos-list: demo:corect is not a demo execution (with --demo: demo:mistake, demo:correct, "
+      "demo:missing); did you mean 'demo:correct'?")],
+    ids=["video", "eval-videos-list"])
+def test_stream_detect_says_the_demo_meant(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_error(stream_detect, argv, capsys) == expected

@@ -222,3 +222,14 @@ def test_recognition_train_help_states_the_defaults_without_a_config() -> None:
     assert f"; {SMALL_CPU_DETECTOR['epochs']} without --config)" in helps["--epochs"]
     assert f"; {DetectorTrainConfig.seed} without --config)" in helps["--seed"]
     assert f"; {SMALL_CPU_DETECTOR['threads']} without --config)" in helps["--threads"]
+
+
+def test_recognition_features_usage_shows_the_import_command(capsys: pytest.CaptureFixture[str]) -> None:
+    # Its usage line listed the video options only: `import`, the command for features of your own backbone, was
+    # named in the page's last line alone.
+    page = help_page(recognition_features, [], capsys)
+    usage = page.split("\n\n")[0]
+    assert usage.startswith("usage: recognition-features --videos DIR --annotations FILE --out DIR")
+    assert "\n       recognition-features import --features DIR --annotations FILE --rate R" in usage
+    assert "recognition-features import --help" in " ".join(page.split("\n\n")[1].split())  # the description says it
+    assert help_page(recognition_features, ["import"], capsys).startswith("usage: recognition-features import ")

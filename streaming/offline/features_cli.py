@@ -54,18 +54,28 @@ def _names(value: str) -> tuple[str, ...]:
     return names
 
 
+# Both forms of the command: argparse's own usage line listed the video options only, and `import` (features of
+# your own backbone) was named at the very end of the page, where a user reading the usage never looked.
+USAGE: Final = ("recognition-features --videos DIR --annotations FILE --out DIR [options]\n"
+                "       recognition-features import --features DIR --annotations FILE --rate R\n"
+                "                                   --out DIR [options]")
+
+
 def build_parser() -> ArgumentParser:
     """The command-line interface."""
     from recognition.feature_folders import DEFAULT_TEST_FRACTION
 
-    parser = ArgumentParser(prog="recognition-features", description=plain_summary(__doc__),
+    parser = ArgumentParser(prog="recognition-features", usage=USAGE,
+                            description=plain_summary(__doc__) + " From videos (the options below), or from feature "
+                            "files of your own backbone with the import command (recognition-features import --help).",
                             epilog="Features of your own backbone: recognition-features import --help")
     add_version_option(parser)
-    parser.add_argument("--videos", required=True, help="folder of the videos, named as in the annotation file")
-    parser.add_argument("--annotations", required=True,
+    parser.add_argument("--videos", required=True, metavar="DIR",
+                        help="folder of the videos, named as in the annotation file")
+    parser.add_argument("--annotations", required=True, metavar="FILE",
                         help="annotation file: JSON, or a .csv of video,step,start,end rows (the file "
                              "tgml train reads)")
-    parser.add_argument("--out", required=True, type=output_name,
+    parser.add_argument("--out", required=True, type=output_name, metavar="DIR",
                         help="feature folder to write: a new or empty folder, or an earlier run's (resumed)")
     parser.add_argument(
         "--extractor", default="efficientnet-lite0", help="feature extractor: efficientnet-lite0 (default), "

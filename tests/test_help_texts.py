@@ -233,3 +233,12 @@ def test_recognition_features_usage_shows_the_import_command(capsys: pytest.Capt
     assert "\n       recognition-features import --features DIR --annotations FILE --rate R" in usage
     assert "recognition-features import --help" in " ".join(page.split("\n\n")[1].split())  # the description says it
     assert help_page(recognition_features, ["import"], capsys).startswith("usage: recognition-features import ")
+
+
+def test_prego_bench_usage_shows_its_sub_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    # Its usage listed the benchmark's twenty options alone; replay, select and the rest were named in the page's last
+    # lines only.
+    usage = help_page(prego_bench, [], capsys).split("\n\n")[0]
+    assert usage.splitlines() == ["usage: prego-bench [--dataset NAME ... | --annotations FILE] [options]",
+                                  "       prego-bench {prepare,select,select-checker,replay} [options]"]
+    assert help_page(prego_bench, ["replay"], capsys).startswith("usage: prego-bench replay ")

@@ -127,11 +127,19 @@ def _video_names(text: str) -> tuple[str, ...]:
     return names
 
 
+# The benchmark and its sub-commands: argparse's usage listed the benchmark's twenty options alone, and the four
+# sub-commands (replay: a recogniser's output through the checker) were named only in the page's last lines.
+BENCH_USAGE: Final = ("prego-bench [--dataset NAME ... | --annotations FILE] [options]\n"
+                      "       prego-bench {prepare,select,select-checker,replay} [options]")
+
+
 def bench_parser() -> ArgumentParser:
     """Arguments of the benchmark run."""
     p = ArgumentParser(
         prog="prego-bench",
-        description="PREGO online mistake-detection benchmark.",
+        usage=BENCH_USAGE,
+        description="PREGO online mistake-detection benchmark. The sub-commands below have their own options "
+        "(prego-bench replay --help).",
         epilog="sub-commands (each has --help): prepare (rebuild the split files from the raw annotations), "
         "select (choose settings on training data only), select-checker (the probabilistic checker's settings, "
         "training data only), replay (per-frame recogniser output through the checker)",

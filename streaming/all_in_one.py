@@ -137,7 +137,7 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
             webhook_sinks(config.webhook, log) as webhooks,  # its summary line at the end
             Viewer(
                 ctx, checker.alerts_endpoint, state, config.jsonl, out or sys.stdout, curve=config.detector.curve,
-                sinks=webhooks,
+                sinks=webhooks, sink_log=log.warning,
             ) as viewer,
             build_pipeline(
                 replace(pipeline_config, detector=replace(config.detector, connect=checker.events_endpoint)),

@@ -14,7 +14,9 @@ public and the secret key (mode 0600). ``stream-detect keys --out DIR`` writes::
 Every key file is checked when it is loaded (a regular file of at most `MAX_KEY_FILE_BYTES`, a Z85 key of 32
 bytes, one key of each kind, a secret key that matches its public key); a missing, unreadable or malformed file is
 a one-line `InputError` naming it, and so is a secret where a public key is expected (``--curve-server``, a
-``*.key`` file of the client folder). A secret key file that other users may read is loaded with a warning.
+``*.key`` file of the client folder). A secret key file that other users may read is loaded with a warning, said
+where the caller says (a service: its queued log), once a process: a secret key is read only as a command starts,
+never again while it serves (the client folder's reloads read public keys only).
 
 The client folder is read again whenever it changes (`ClientKeys.reload`, polled every `KEY_RELOAD_S` by the
 checker): a key file dropped into it lets that client in from its next connection; a key removed from it revokes
@@ -178,12 +180,18 @@ def read_key_file(path: str | Path, option: str) -> KeyPair:
     return KeyPair(public, secret)
 
 
-def load_secret_key(path: str | Path, option: str = "--curve-secret") -> KeyPair:
+def load_secret_key(
+    path: str | Path, option: str = "--curve-secret", warn: Callable[[str], None] | None = print_warning
+) -> KeyPair:
     """A key pair with its secret (a ``.key_secret`` file).
 
     Args:
         path: the file.
         option: the option named in errors.
+        warn: told (once a process and file) that the file is open to other users; a service gives its log's
+            ``warning``, whose writer no full stderr holds and which writes the line in the format asked
+            (``--log-format json``). None: the check before the service starts, which leaves the warning to the
+            load that follows it.
 
     Returns:
         The pair, ``secret`` set.
@@ -194,10 +202,10 @@ def load_secret_key(path: str | Path, option: str = "--curve-secret") -> KeyPair
     loose = open_to_others(path)
     # ssh refuses such a key. Not here: a file system without permissions (FAT, some shares) shows every file 0777.
     # Said once a process: a command reads its key early (a typo found before the model loads) and again to use it.
-    if loose and str(path) not in _SAID_LOOSE:
+    if loose and warn is not None and str(path) not in _SAID_LOOSE:
         _SAID_LOOSE.add(str(path))
-        print_warning(f"{option} {path}: a secret key file open to other users of this machine (mode {loose:04o}); "
-                      f"chmod 600 {path}")
+        warn(f"{option} {path}: a secret key file open to other users of this machine (mode {loose:04o}); "
+             f"chmod 600 {path}")
     return pair
 
 
@@ -315,18 +323,20 @@ class CurveServer:
             raise InputError("CurveServer.secret does not belong to CurveServer.public")
 
     @classmethod
-    def from_files(cls, secret_file: str, clients: str, extra_clients: tuple[bytes, ...] = ()) -> CurveServer:
+    def from_files(cls, secret_file: str, clients: str, extra_clients: tuple[bytes, ...] = (),
+                   warn: Callable[[str], None] | None = print_warning) -> CurveServer:
         """Load the checker's keys (``--curve-secret``) and check its client folder (``--curve-clients``).
 
         Args:
             secret_file: the checker's ``.key_secret`` file.
             clients: the folder of allowed public keys.
             extra_clients: more allowed public keys.
+            warn: where a secret key file open to others is said (`load_secret_key`).
 
         Returns:
             The checked settings.
         """
-        pair = load_secret_key(secret_file, "--curve-secret")
+        pair = load_secret_key(secret_file, "--curve-secret", warn)
         allowed = read_client_folder(clients)
         if pair.public in allowed:  # the checker ran, and refused every client, blaming them
             raise InputError(f"--curve-secret {secret_file}: its public key is also {allowed[pair.public]} of "
@@ -359,18 +369,20 @@ class CurveClient:
             raise InputError("CurveClient.secret does not belong to CurveClient.public")
 
     @classmethod
-    def from_files(cls, server_file: str, secret_file: str) -> CurveClient:
+    def from_files(cls, server_file: str, secret_file: str,
+                   warn: Callable[[str], None] | None = print_warning) -> CurveClient:
         """Load ``--curve-server`` (the checker's public key) and ``--curve-secret`` (this client's pair).
 
         Args:
             server_file: the checker's ``.key`` file.
             secret_file: this client's ``.key_secret`` file.
+            warn: where a secret key file open to others is said (`load_secret_key`).
 
         Returns:
             The checked settings.
         """
         server = load_public_key(server_file, "--curve-server")
-        pair = load_secret_key(secret_file, "--curve-secret")
+        pair = load_secret_key(secret_file, "--curve-secret", warn)
         assert pair.secret is not None
         return cls(server, pair.public, pair.secret)
 
@@ -395,7 +407,8 @@ class CurveClient:
 
 
 def server_curve(
-    secret_file: str | None, clients: str | None, extra_clients: tuple[bytes, ...] = ()
+    secret_file: str | None, clients: str | None, extra_clients: tuple[bytes, ...] = (),
+    warn: Callable[[str], None] | None = print_warning,
 ) -> CurveServer | None:
     """The checker's CURVE settings from its options (``--curve-secret``, ``--curve-clients``), which come together.
 
@@ -403,6 +416,7 @@ def server_curve(
         secret_file: the checker's ``.key_secret`` file, or None.
         clients: the folder of allowed public keys, or None.
         extra_clients: more allowed public keys.
+        warn: where a secret key file open to others is said (`load_secret_key`; None: not said).
 
     Returns:
         None when neither option is given.
@@ -413,15 +427,18 @@ def server_curve(
         raise InputError("--curve-secret needs --curve-clients (the folder of the public keys allowed to connect)")
     if secret_file is None:
         raise InputError("--curve-clients needs --curve-secret (the checker's .key_secret file)")
-    return CurveServer.from_files(secret_file, clients, extra_clients)
+    return CurveServer.from_files(secret_file, clients, extra_clients, warn)
 
 
-def client_curve(server_file: str | None, secret_file: str | None) -> CurveClient | None:
+def client_curve(
+    server_file: str | None, secret_file: str | None, warn: Callable[[str], None] | None = print_warning
+) -> CurveClient | None:
     """A client's CURVE settings from its options (``--curve-server``, ``--curve-secret``), which come together.
 
     Args:
         server_file: the checker's ``.key`` file, or None.
         secret_file: this client's ``.key_secret`` file, or None.
+        warn: where a secret key file open to others is said (`load_secret_key`; None: not said).
 
     Returns:
         None when neither option is given.
@@ -432,7 +449,7 @@ def client_curve(server_file: str | None, secret_file: str | None) -> CurveClien
         raise InputError("--curve-server needs --curve-secret (this client's .key_secret file)")
     if server_file is None:
         raise InputError("--curve-secret needs --curve-server (the checker's public key file, checker.key)")
-    return CurveClient.from_files(server_file, secret_file)
+    return CurveClient.from_files(server_file, secret_file, warn)
 
 
 # -- the checker's side: who may connect ----------------------------------------------------------------------------

@@ -576,10 +576,12 @@ def _check_keys_early(args: argparse.Namespace) -> None:
     are used: reading a key file twice costs microseconds, a typo found after the model loads cost seconds."""
     from streaming.curve_keys import client_curve, server_curve
 
+    # Checked only: a key file open to others is said by the load that uses it, through the service's log (its
+    # format, and a writer no full stderr holds), not here as a plain line before the log exists.
     if args.command == "detector":
-        client_curve(args.curve_server, args.curve_secret)
+        client_curve(args.curve_server, args.curve_secret, warn=None)
     else:
-        server_curve(args.curve_secret, args.curve_clients)
+        server_curve(args.curve_secret, args.curve_clients, warn=None)
 
 
 def _check_graph(path: str) -> None:
@@ -673,7 +675,7 @@ def _run(args: argparse.Namespace) -> int:
         # stderr that takes nothing held, the screen frozen. The webhook's URL is refused before connecting.
         with queued_log("view", args.log_format) as log, webhook_sinks(args.webhook, log) as sinks:
             return run_view(args.connect, args.graph, args.jsonl,
-                            curve=client_curve(args.curve_server, args.curve_secret), log=log, sinks=sinks)
+                            curve=client_curve(args.curve_server, args.curve_secret, log.warning), log=log, sinks=sinks)
     if args.command == "checker":
         return _checker(args)
     if args.command == "detector":
@@ -728,7 +730,7 @@ def _checker_config(args: argparse.Namespace, own_client: bool = False,
     from streaming.curve_keys import CurveClient, server_curve
     from streaming.transport import is_local
 
-    curve = server_curve(args.curve_secret, args.curve_clients)
+    curve = server_curve(args.curve_secret, args.curve_clients, warn=warn)
     own = CurveClient.ephemeral(curve.public) if own_client and curve is not None else None
     if curve is not None and own is not None:
         curve = replace(curve, extra_clients=(own.public,))
@@ -842,7 +844,8 @@ def _run_detector(args: argparse.Namespace, log: ServiceLog) -> int:
     ids = stream_ids_for(args.video, args.stream_id or (), "--features" if args.features else "--video")
     config = DetectorConfig(stream_id=ids[0], connect=args.connect, threads=args.threads,
                             alert_on=args.alert_on, segmenter=_overrides(args), once=args.once,
-                            curve=client_curve(args.curve_server, args.curve_secret), default_rates=args.default_rates)
+                            curve=client_curve(args.curve_server, args.curve_secret, log.warning),
+                            default_rates=args.default_rates)
 
     def metrics() -> Any:
         from streaming.metrics import DetectorMetrics

@@ -113,7 +113,7 @@ def _serve(args: argparse.Namespace, log: ServiceLog) -> int:
     names, svg, steps = _graph(args, log.warning)
     source = f"--graph {args.graph}" if args.graph is not None else "the demo's task graph" if args.demo else ""
     config = DashboardConfig(checker, address, token, names, svg, steps, frames,
-                             client_curve(args.curve_server, args.curve_secret), source,
+                             client_curve(args.curve_server, args.curve_secret, log.warning), source,
                              checker_option=option)  # fmt: skip
 
     def ready(url: str) -> None:

@@ -104,6 +104,8 @@ class Viewer:
         curve: this viewer's CURVE keys and the checker's public key; None: no CURVE.
         sinks: also handed every message received, after the view (`streaming.detector.sinks.Sink`: the webhook);
             one that raises is counted and logged (`streaming.detector.sinks.Fanout`), and the view goes on.
+        sink_log: where that failure's line goes: a service's log (its format, its writer thread); None: a
+            ``warning:`` line written on stderr at once, from the view's loop.
 
     Raises:
         InputError: from `pump`, once the checker refuses the viewer's handshake (its key is not allowed, the wrong
@@ -120,6 +122,7 @@ class Viewer:
         warn: Callable[[str], None] | None = None,
         curve: CurveClient | None = None,
         sinks: Sequence[Sink] = (),
+        sink_log: Callable[[str], None] | None = None,
     ) -> None:
         sock, self.handshakes = connect_watched(ctx, zmq.SUB, endpoint, "--connect", VIEW_RECV_HWM, curve)
         self.receiver = Receiver(subscribe(sock))
@@ -128,7 +131,9 @@ class Viewer:
         self.state = state
         self.jsonl = jsonl
         self.warn = warn
-        self.sinks = Fanout(sinks)  # after the view; one that raises is counted and logged, the view goes on
+        # After the view; one that raises is counted and logged, the view goes on. Logged through the service's log:
+        # written on stderr from this loop, a stderr that takes nothing froze the view at a sink's first failure.
+        self.sinks = Fanout(sinks, log=sink_log)
         self._pending: deque[Message] = deque()  # taken off the socket, not yet handed on (`pump`)
         state.endpoint, state.listening_since = endpoint, time.time()
         state.now = state.listening_since
@@ -374,7 +379,7 @@ def run_view(
     # No screen that redraws (JSON lines, a terminal that cannot move its cursor): a silent checker is said in a line.
     said = jsonl or (console is not None and console.is_dumb_terminal)
     viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out, warn=warn if said else None, curve=curve,
-                    sinks=sinks)
+                    sinks=sinks, sink_log=lambda line: warn(f"view: {line}"))
     try:
         viewer.loop(done, console)
     finally:

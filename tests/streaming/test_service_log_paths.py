@@ -1,0 +1,155 @@
+"""What a running service says besides its own lines goes through its log too: a secret key file open to others, a
+sink of the view failing, Python's warnings and a library's log records. Written straight to stderr, each was a
+plain line in a ``--log-format json`` log, and on a stderr that takes nothing (a pipe whose reader stopped reading)
+it held the thread that said it (`streaming.service_log.queued_log`)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+
+from graphs.common.errors import InputError
+from streaming.curve_keys import CurveClient
+from streaming.messages import Message, Status
+from streaming.service_log import ServiceLog
+from streaming.stream_detect_cli import main
+from streaming.transport import Publisher, Receiver, bind, connect, subscribe
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
+from tests.streaming.helpers import STREAM_DETECT, beat, full_pipe, wait_for
+
+pytestmark = pytest.mark.skipif(not Path("/dev/full").exists(), reason="Linux pipes")
+
+PORTS = iter(range(47210, 47300))  # this file's loopback ports (its own range: tests run side by side)
+
+
+@pytest.fixture
+def loose_keys(tmp_path: Path) -> Path:
+    """A key set made by the command users run, the checker's secret key file readable by every user (0644)."""
+    assert main(["keys", "--out", str(tmp_path / "keys"), "--clients", "cam0,viewer"]) == 0
+    keys = tmp_path / "keys"
+    (keys / "checker.key_secret").chmod(0o644)
+    return keys
+
+
+@contextlib.contextmanager
+def curve_checker(keys: Path, stderr: int, *options: str) -> Iterator[tuple[subprocess.Popen[bytes], str, str]]:
+    """A ``stream-detect checker --demo`` with CURVE on two loopback ports of this file's range, its stderr
+    ``stderr``; SIGTERM on the way out, unless it ended."""
+    bound, published = f"tcp://127.0.0.1:{next(PORTS)}", f"tcp://127.0.0.1:{next(PORTS)}"
+    process = subprocess.Popen([*STREAM_DETECT, "checker", "--demo", "--bind", bound, "--publish", published,
+                                "--curve-secret", str(keys / "checker.key_secret"), "--curve-clients",
+                                str(keys / "clients"), *options], stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        yield process, bound, published
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+
+
+def client(keys: Path, name: str) -> CurveClient:
+    """A client's keys, as its command loads them (its own secret file is 0600)."""
+    return CurveClient.from_files(str(keys / "checker.key"), str(keys / "clients" / f"{name}.key_secret"))
+
+
+def served(keys: Path, bound: str, published: str, process: subprocess.Popen[bytes]) -> bool:
+    """Whether the checker serves: a CURVE detector's heartbeat comes back as its status to a CURVE viewer (False once
+    the process ended, or if it never came within 60 s)."""
+    ctx = zmq.Context()
+    try:
+        try:
+            detector = Publisher(connect(ctx, zmq.PUB, bound, wait_s=30.0, curve=client(keys, "cam0")))
+            viewer = Receiver(subscribe(connect(ctx, zmq.SUB, published, wait_s=30.0, curve=client(keys, "viewer"))))
+        except InputError:  # nothing answered: the checker ended, or never bound
+            return False
+        got: list[Message] = []
+        seq = iter(range(1_000_000))
+
+        def step() -> None:
+            detector.send(beat("cam0", seq=next(seq), history=(1,)))
+            got.extend(viewer.poll(50))
+
+        def serves() -> bool:
+            return any(isinstance(m, Status) and m.stream_id == "cam0" for m in got)
+
+        return wait_for(lambda: serves() or process.poll() is not None, 60.0, step) and process.poll() is None
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_a_checker_whose_secret_key_file_others_may_read_serves_with_its_stderr_full(loose_keys: Path) -> None:
+    # The warning that the key file is open to others was written straight to stderr on the way to serving: a pipe
+    # whose reader stopped reading held the checker there, never bound, every camera refused.
+    read, write = full_pipe()
+    try:
+        with curve_checker(loose_keys, write) as (process, bound, published):
+            os.close(write)
+            write = -1
+            assert served(loose_keys, bound, published, process)
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        for fd in (read, write):
+            if fd >= 0:
+                os.close(fd)
+
+
+def test_a_checker_says_its_secret_key_file_is_open_to_others_in_its_json_log(loose_keys: Path) -> None:
+    # The warning was a plain "warning: ..." line amid the JSON ones: a log collector refused it, or dropped it.
+    with curve_checker(loose_keys, subprocess.PIPE, "--log-format", "json") as (process, _, _):
+        assert process.stderr is not None
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(line.decode() for line in process.stderr or ()),
+                                  daemon=True)
+        reader.start()
+        assert wait_for(lambda: any("viewers to" in line for line in lines) or process.poll() is not None, 60.0)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+        reader.join(timeout=10)
+    assert lines[-1] == "interrupted by SIGTERM: stopped\n"  # the command's own last line, as in either format
+    records = [json.loads(line) for line in lines[:-1]]  # every log line JSON
+    loose = [r for r in records if "open to other users" in r["message"]]
+    secret = loose_keys / "checker.key_secret"
+    assert [(r["level"], r["service"], r["message"]) for r in loose] == [
+        ("warning", "checker", f"--curve-secret {secret}: a secret key file open to other users of this machine "
+                               f"(mode 0644); chmod 600 {secret}")]
+
+
+class Failing:
+    """A sink with a defect: it raises on every message."""
+
+    def send(self, message: Message) -> None:
+        raise RuntimeError(f"cannot take a {message.kind} message")
+
+
+def test_a_sink_of_the_view_that_fails_is_said_in_the_service_log() -> None:
+    # The view's sinks (the webhook: the view's and the one-command run's) said a failure on stderr from the view's
+    # loop, whatever log the service held: a plain line amid --log-format json, and a full stderr froze the view.
+    ctx = zmq.Context()
+    out = io.StringIO()
+    log = ServiceLog("view", "json", out=out)
+    try:
+        pub, endpoint = bind(ctx, zmq.PUB, f"tcp://127.0.0.1:{next(PORTS)}")
+        status = Status(stream_id="kitchen", seq=0, timestamp=1.0, run="s", done=(1,), allowed=(), current=None,
+                        alerts=0, frames=10, dropped=0, fps=10.0, gaps=0, ended=False, lost=False, allowed_scores=(),
+                        rule="binary")
+        with Viewer(ctx, endpoint, ViewState(), jsonl=True, out=io.StringIO(), sinks=[Failing()],
+                    sink_log=log.warning) as viewer:
+            assert wait_for(lambda: viewer.sinks.failed > 0, 10.0,
+                            lambda: (Publisher(pub).send(status), viewer.pump(20)))
+    finally:
+        ctx.destroy(linger=0)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(r["level"], r["message"]) for r in records][:1] == [
+        ("warning", "Failing failed on a status message (1 so far): cannot take a status message")]

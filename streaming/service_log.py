@@ -15,7 +15,10 @@ A service whose loop must never wait on its log (``queued``, `queued_log`: the c
 dashboard and the one-command run) hands its lines to a thread of their own: stderr on a full disk, a slow file, or a
 pipe whose reader stopped reading delays or loses log lines, never the loop. At most `QUEUED_LINES` wait; the lines
 that could not be written are counted and said by the next line that can be (`LOST_NOTE`), and `ServiceLog.close`
-waits at most `CLOSE_WAIT_S` for the rest.
+waits at most `CLOSE_WAIT_S` for the rest. While such a log is open, Python's warnings (``warnings.warn``: torch's,
+numpy's) and the records of a library's logger that no handler takes (``logging``'s last resort: pyzmq's
+authenticator, asyncio's reports) are lines of it too, in its format (`library_lines`): they are said on the
+service's threads, and written straight to stderr they held those threads as any other line did.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ from __future__ import annotations
 import codecs
 import contextlib
 import json
+import logging
 import os
 import sys
 import threading
 import time
+import traceback
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Final, TextIO
@@ -208,15 +214,72 @@ class ServiceLog:
         self(message if self.json else f"error: {message}", "error", **fields)
 
 
+class _LastResort(logging.Handler):
+    """``logging``'s last resort (the handler of a record no handler took) as lines of a service's log: the record's
+    logger and message, its exception's type and reason; its traceback as the JSON line's ``traceback`` field, and
+    in the text format after the message (escaped onto the one line, as every text line is)."""
+
+    def __init__(self, log: ServiceLog) -> None:
+        super().__init__(logging.WARNING)  # as logging's own last resort: debug and info records are nobody's news
+        self.log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Hand the record to the log (never raises: a record that cannot be formatted is said as such)."""
+        try:
+            message = f"{record.name}: {record.getMessage()}"
+        except Exception as err:  # a library's bad format string must not end the thread that logged it
+            message = f"{record.name}: {record.msg!r} (cannot be formatted: {err})"
+        fields: dict[str, object] = {"logger": record.name}
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            message += f" ({type(error).__name__}: {error})"
+            trace = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+            if self.log.json:
+                fields["traceback"] = trace
+            else:
+                message += f"\n{trace}"
+        if record.levelno >= logging.ERROR:
+            self.log.error(message, **fields)
+        else:
+            self.log.warning(message, **fields)
+
+
+@contextlib.contextmanager
+def library_lines(log: ServiceLog) -> Iterator[None]:
+    """Inside the block, Python's warnings and the library log records that would reach ``logging``'s last resort are
+    lines of ``log`` (as warnings, and errors for records at ``ERROR`` and above) instead of lines written on stderr
+    by the thread that raised them. Both are restored at the end, unless something else replaced them meanwhile."""
+    shown_before, resort_before = warnings.showwarning, logging.lastResort
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        if file is not None:  # a caller that named a file of its own gets it
+            shown_before(message, category, filename, lineno, file, line)
+            return
+        log.warning(f"{category.__name__}: {message} ({filename}:{lineno})", category=category.__name__,
+                    file=filename, line=lineno)
+
+    handler = _LastResort(log)
+    warnings.showwarning, logging.lastResort = show, handler
+    try:
+        yield
+    finally:
+        if warnings.showwarning is show:
+            warnings.showwarning = shown_before
+        if logging.lastResort is handler:
+            logging.lastResort = resort_before
+
+
 @contextlib.contextmanager
 def queued_log(service: str, log_format: str) -> Iterator[ServiceLog]:
     """A service's queued log (`ServiceLog` with ``queued``: a full disk or a stopped reader at stderr never holds,
-    nor ends, its loop), closed at the end of the block: its last lines (a summary, a stream's end) are written
-    before the command's own last line, and a stderr that takes none by then is left behind
-    (`graphs.common.errors.drop_stderr`), or that line and the flush at exit would hold the process there."""
+    nor ends, its loop), which takes the library lines too (`library_lines`), closed at the end of the block: its
+    last lines (a summary, a stream's end) are written before the command's own last line, and a stderr that takes
+    none by then is left behind (`graphs.common.errors.drop_stderr`), or that line and the flush at exit
+    would hold the process there."""
     log = ServiceLog(service, log_format, queued=True)
     try:
-        yield log
+        with library_lines(log):
+            yield log
     finally:
         if not log.close():
             drop_stderr()

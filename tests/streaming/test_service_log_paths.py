@@ -8,12 +8,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zmq
@@ -21,7 +25,7 @@ import zmq
 from graphs.common.errors import InputError
 from streaming.curve_keys import CurveClient
 from streaming.messages import Message, Status
-from streaming.service_log import ServiceLog
+from streaming.service_log import ServiceLog, queued_log
 from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, Receiver, bind, connect, subscribe
 from streaming.view.client import Viewer
@@ -153,3 +157,74 @@ def test_a_sink_of_the_view_that_fails_is_said_in_the_service_log() -> None:
     records = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [(r["level"], r["message"]) for r in records][:1] == [
         ("warning", "Failing failed on a status message (1 so far): cannot take a status message")]
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_python_warnings_and_library_log_records_are_lines_of_the_service_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A library's warning (warnings.warn) or a log record no handler takes (logging's last resort: pyzmq's
+    # authenticator, asyncio's reports) said on a service's thread was written straight to stderr, in no format the
+    # service was asked for.
+    shown, resort = warnings.showwarning, logging.lastResort
+    library = logging.getLogger("a.library")
+    monkeypatch.setattr(library, "propagate", False)  # pytest's own handler on the root logger would take it
+    with (tmp_path / "stderr").open("w") as stderr:
+        monkeypatch.setattr("sys.stderr", stderr)
+        with queued_log("detector", "json") as log:
+
+            def work() -> None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("always")
+                    warnings.warn("a library's warning", UserWarning, stacklevel=1)
+                library.info("nobody's news")
+                try:
+                    raise OSError("the peer went away")
+                except OSError:
+                    library.exception("could not answer")
+
+            thread = threading.Thread(target=work)
+            thread.start()
+            thread.join(10)
+            assert log.close()
+    assert (warnings.showwarning, logging.lastResort) == (shown, resort)  # as they were
+    said = [(r["level"], r["message"].split(" (")[0]) for r in _records(tmp_path / "stderr")]
+    assert said == [("warning", "UserWarning: a library's warning"), ("error", "a.library: could not answer")]
+    error = _records(tmp_path / "stderr")[1]
+    assert error["message"] == "a.library: could not answer (OSError: the peer went away)"
+    assert error["fields"]["logger"] == "a.library" and "OSError: the peer went away" in error["fields"]["traceback"]
+
+
+SCRIPT = """
+import threading, warnings
+from streaming.service_log import queued_log
+with queued_log("detector", "text"):
+    said = threading.Thread(target=lambda: warnings.warn("a library's warning", stacklevel=1))
+    said.start()
+    said.join(20)
+    print("alive" if said.is_alive() else "went on", flush=True)
+"""
+
+
+def test_a_python_warning_on_a_service_thread_never_waits_on_a_full_stderr() -> None:
+    # Written straight to a stderr that takes nothing, the warning held the thread that said it (a detector's frame
+    # loop, the view's drawing loop) for as long as the pipe stayed full.
+    read, write = full_pipe()
+    try:
+        process = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, stderr=write,
+                                   cwd=Path(__file__).resolve().parents[2])
+        os.close(write)
+        write = -1
+        try:
+            out, _ = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
+        assert out.decode().split() == ["went", "on"]
+    finally:
+        for fd in (read, write):
+            if fd >= 0:
+                os.close(fd)

@@ -72,7 +72,15 @@ import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.options import MAX_FPS
-from graphs.common.settings_files import Bound, as_written, check_settings, check_values, json_kind
+from graphs.common.settings_files import (
+    Bound,
+    as_written,
+    check_settings,
+    check_values,
+    json_kind,
+    mark_defaults,
+    on_the_given,
+)
 from graphs.limits import MAX_STEP_ID
 
 if TYPE_CHECKING:  # the segmenter runs on numpy: a command that only replays labels loads no torch
@@ -135,10 +143,16 @@ class SegmenterConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)
+        # Pairs: each says what the other field must be too, so that a command names the field the user set when
+        # the one checked kept its default (`graphs.common.settings_files.naming_the_flags`).
         check_values(self, (
-            ("min_duration", self.min_duration >= self.min_run, f"a number >= min_run ({self.min_run:g})"),
+            ("min_duration", self.min_duration >= self.min_run, f"a number >= min_run ({self.min_run:g})",
+             "min_run", f"a number <= min_duration ({self.min_duration:g})"),
             ("max_delay", self.max_delay >= 2 * self.min_duration,
-             f"a number >= 2 * min_duration ({2 * self.min_duration:g}) so that a clean short step is never cut"),
+             f"a number >= {2 * self.min_duration:g}, twice min_duration ({self.min_duration:g}), so that a clean "
+             "short step is never cut",
+             "min_duration", f"a number <= {self.max_delay / 2:g}, half of max_delay ({self.max_delay:g}), so that a "
+                             "clean short step is never cut"),
         ))
         if self.class_min_duration is not None:
             self._check_class_min_duration(self.class_min_duration)
@@ -740,7 +754,11 @@ def detector_segmenter_config(
         config = _stored_config(settings, fps, where)
         OnlineSegmenter(config, class_step_ids)  # what only the classes can refuse: per-class lengths, threshold
     except InputError as err:
-        raise InputError(str(err).replace("SegmenterConfig.", f"{where}.", 1).replace("or None", "or null")) from None
+        # A check of two durations names the one stored when the other is not (a hand-edited or partial object):
+        # "info.segmenter.min_duration = 0.5: ..." named a key the file does not hold.
+        stored = set(settings) if isinstance(settings, dict) else set()
+        message = mark_defaults(str(on_the_given(err, stored)), {f.name for f in fields(SegmenterConfig)} - stored)
+        raise InputError(message.replace("SegmenterConfig.", f"{where}.", 1).replace("or None", "or null")) from None
     classes = len(class_step_ids)
     if config.background is not None and config.background >= classes:
         # A label stream's background (class_step_ids says which classes are background on a detector): an index

@@ -148,26 +148,57 @@ def naming_the_file(path: Path, table_name: str = "", tables: Mapping[str, Colle
 
 
 @contextmanager
-def naming_the_flags(given: Collection[str], option: str = "") -> Iterator[None]:
+def naming_the_flags(given: Collection[str], option: str = "", defaults: Collection[str] = ()) -> Iterator[None]:
     """Inside the block, a config's `InputError` that names a field by its class (``NoisyAndConfig.cut = 1.5``)
     names the command-line option it came from instead (``--cut 1.5``), for the fields in ``given``; with
     ``option`` (``"--set"``), that option and the key (``--set cut=1.5``). Without ``option``, the other fields in
     ``given`` that its reason names are said as options too: ``--min-duration 0.05: expected a number >= --min-run
-    (0.1)``, not ``>= min_run``, a name the user never typed."""
+    (0.1)``, not ``>= min_run``, a name the user never typed.
+
+    A check of two fields (`PairError`) that fails on a field the user left at its default, because of the other
+    one, which the user typed, names the one typed: ``--min-run 100: expected a number <= --min-duration (0.5, its
+    default)``, not ``--min-duration 0.5: ...``, an option the user never typed. ``defaults``: the fields that are
+    options of the command left at their defaults, said as options in a reason, with ``its default`` by their value.
+    """
     try:
         yield
     except InputError as err:
+        err = on_the_given(err, given)
         message = str(err)
         field = _CONFIG_FIELD.match(message)
         if field is None or field[1] not in given:
-            raise
+            raise err from None
         value = message[field.end():].removeprefix(" = ")
         if option:
             raise InputError(f"{option} {field[1]}={value}") from None
         for name in given:
             if "_" in name:  # a word of prose (``background``) is left alone: only an identifier is surely the field
                 value = re.sub(rf"\b{re.escape(name)}\b", _flag(name), value)
-        raise InputError(f"{_flag(field[1])} {value}") from None
+        raise InputError(f"{_flag(field[1])} {mark_defaults(value, defaults, _flag)}") from None
+
+
+def on_the_given(err: InputError, given: Collection[str]) -> InputError:
+    """``err`` as the refusal of the field the user gave, where it is a check of a pair (`PairError`) that failed
+    on a field left at its default because of the other, which was given (`PairError.turned`); else ``err``."""
+    if isinstance(err, PairError) and err.field not in given and err.other in given:
+        return err.turned()
+    return err
+
+
+def mark_defaults(reason: str, defaults: Collection[str], shown: Callable[[str], str] = str) -> str:
+    """``reason`` with each field of ``defaults`` it names written as ``shown`` writes it, and said to be at its
+    default next to its value in brackets: ``min_duration (0.5)`` -> ``--min-duration (0.5, its default)``. Only
+    identifiers (a ``_`` in them) are taken for fields: a word of prose (``background``) is left alone."""
+    for name in defaults:
+        if "_" in name:
+            reason = re.sub(rf"\b{re.escape(name)}\b(?: \(([^()]*)\))?", _as_default(shown(name)), reason)
+    return reason
+
+
+def _as_default(flag: str) -> Callable[[re.Match[str]], str]:
+    """A `re.sub` replacement of a field's name (and its value in brackets, if any) by ``flag`` left at its
+    default: ``min_duration (0.5)`` -> ``--min-duration (0.5, its default)``."""
+    return lambda found: f"{flag} ({found[1]}, its default)" if found[1] else flag
 
 
 def _flag(field: str) -> str:
@@ -429,17 +460,53 @@ def settings_rules(config_type: type) -> dict[str, str]:
     return rules
 
 
-def check_values(config: Any, checks: Iterable[tuple[str, bool, str]]) -> None:
+class PairError(InputError):
+    """A config's check of one field against another failed (`check_values` with a pair): the message names
+    ``field``, and the error keeps what ``other`` must be for the same check to hold, so that a command can name
+    the field the user set when ``field`` kept its default (`naming_the_flags`, `PairError.turned`).
+
+    Args:
+        message: the message naming ``field`` (``"SegmenterConfig.min_duration = 0.5: expected ..."``).
+        config: the config's class name.
+        field: the field the message names.
+        other: the field it was checked against.
+        other_value: that field's value.
+        converse: what ``other`` must be, the check read the other way (``"a number <= min_duration (0.5)"``).
+    """
+
+    def __init__(self, message: str, config: str, field: str, other: str, other_value: object,
+                 converse: str) -> None:
+        super().__init__(message)
+        self.config, self.field, self.other = config, field, other
+        self.other_value, self.converse = other_value, converse
+
+    def turned(self) -> InputError:
+        """The same refusal naming ``other``: ``"SegmenterConfig.min_run = 100: expected a number <= min_duration
+        (0.5)"`` (a float shown as short as it reads back: ``100``, not ``100.0``)."""
+        value = self.other_value
+        shown = f"{value:g}" if isinstance(value, float) and float(f"{value:g}") == value else as_written(value)
+        return InputError(f"{self.config}.{self.other} = {shown}: expected {self.converse}")
+
+
+def check_values(config: Any, checks: Iterable[tuple[str, bool, str] | tuple[str, bool, str, str, str]]) -> None:
     """Refuse the first failed value check of a config dataclass.
 
     Args:
         config: the config being validated.
-        checks: ``(field, holds, what the field must be)``, in the order they are reported.
+        checks: ``(field, holds, what the field must be)``, in the order they are reported; a check of ``field``
+            against another field is ``(field, holds, what, other, what other must be)``, and refused as a
+            `PairError`.
 
     Raises:
         InputError: ``"<Config>.<field> = <value>: expected <what>"``.
     """
-    for name, ok, what in checks:
-        if not ok:
-            raise InputError(f"{type(config).__name__}.{name} = {as_written(getattr(config, name))}: expected {what}")
+    for check in checks:
+        name, ok, what = check[:3]
+        if ok:
+            continue
+        message = f"{type(config).__name__}.{name} = {as_written(getattr(config, name))}: expected {what}"
+        if len(check) == 5:
+            other, converse = check[3], check[4]
+            raise PairError(message, type(config).__name__, name, other, getattr(config, other), converse)
+        raise InputError(message)
 

@@ -240,6 +240,14 @@ def _stored(tmp_path: Path, key: str, value: object) -> Path:
          "info.segmenter.background = 4: must be a class index of the detector (0..3) or null"),
         ("info", {"segmenter": {"class_min_duration": (0.5, 0.5)}},
          "info.segmenter.class_min_duration has 2 entries for a detector of 4 classes"),
+        # One of a pair stored, the other at its default: the stored one is at fault. The check fails on the other,
+        # which the error named as if the file held it ("info.segmenter.min_duration = 0.5: ...").
+        ("info", {"segmenter": {"min_run": 100.0}},
+         "info.segmenter.min_run = 100: expected a number <= min_duration (0.5, its default)"),
+        ("info", {"segmenter": {"min_duration": 5.0}}, "info.segmenter.min_duration = 5: expected a number <= 1, half "
+         "of max_delay (2, its default), so that a clean short step is never cut"),
+        ("info", {"segmenter": {"min_run": 100.0, "min_duration": 0.5}},
+         "info.segmenter.min_duration = 0.5: expected a number >= min_run (100)"),
     ],
 )
 def test_segmenter_settings_and_rate_are_refused_when_read_naming_the_file_and_field(

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 DEFAULT_FPS = 60.0
 # The segmenter's fields this command sets from options of the same names (`naming_the_flags`).
 SEGMENTER_FLAGS = ("min_duration", "min_run", "max_delay", "background")
+# Those whose option defaults to the segmenter's own default: None until typed, so that a refusal names the one
+# typed (`--min-run 100` alone was refused as "--min-duration 0.5: ...", an option never typed).
+DURATION_FLAGS = ("min_duration", "min_run", "max_delay")
 
 
 def build_parser() -> ArgumentParser:
@@ -64,9 +67,12 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--background", type=int, metavar="ID",
                    help="the label of frames showing no key-step (default: none, as in the PREGO frames files)")
     p.add_argument("--fps", type=fps_option, default=DEFAULT_FPS, help="labels per second of video (1..1000)")
-    p.add_argument("--min-duration", type=float, default=defaults.min_duration, help="seconds to confirm a run")
-    p.add_argument("--min-run", type=float, default=defaults.min_run, help="runs shorter than this are flicker")
-    p.add_argument("--max-delay", type=float, default=defaults.max_delay, help="longest wait before emitting")
+    p.add_argument("--min-duration", type=float,
+                   help=f"seconds to confirm a run (default: {defaults.min_duration:g})")
+    p.add_argument("--min-run", type=float,
+                   help=f"runs shorter than this are flicker (default: {defaults.min_run:g})")
+    p.add_argument("--max-delay", type=float,
+                   help=f"longest wait before emitting (default: {defaults.max_delay:g})")
     p.add_argument(
         "--sweep",
         default=",".join(f"{v:g}" for v in DEFAULT_SWEEP),
@@ -160,12 +166,13 @@ def main(argv: list[str]) -> int:
         values = [float(v) for v in args.sweep.split(",") if v.strip()]
     except ValueError:
         raise InputError(f"--sweep {args.sweep!r}: expected comma-separated seconds") from None
-    # Named as typed: "SegmenterConfig.min_duration = -1.0" named a class the command line never shows.
-    with naming_the_flags(SEGMENTER_FLAGS):
-        config = SegmenterConfig(
-            fps=args.fps, min_duration=args.min_duration, min_run=args.min_run, max_delay=args.max_delay,
-            background=args.background
-        )
+    # Named as typed: "SegmenterConfig.min_duration = -1.0" named a class the command line never shows; and a check
+    # of two durations names the one typed, the other said to be at its default.
+    typed = {name for name in DURATION_FLAGS if getattr(args, name) is not None} | {"background"}
+    with naming_the_flags(typed, defaults=set(DURATION_FLAGS) - typed):
+        config = SegmenterConfig(fps=args.fps, background=args.background,
+                                 **{name: getattr(args, name) for name in DURATION_FLAGS if name in typed})
+    flags = config  # the options' segmenter: the sweep's base, whatever a chosen one replaces `config` with below
     for value in values:
         try:
             with naming_the_flags(SEGMENTER_FLAGS):
@@ -219,11 +226,9 @@ def main(argv: list[str]) -> int:
               f"{choice.settings.alert_threshold:g}, evidence window {choice.evidence.window_s:g} s; rows "
               "'<checker>, N s' run the segmenter with min_duration N s, as chosen with the checker")
     with naming_no_step(frames_path, lambda d: f"the {d:g} s of --sweep {args.sweep!r}", fps):
-        rows = sweep(frames, graph, SegmenterConfig(fps=args.fps, min_duration=args.min_duration,
-                                                    min_run=args.min_run, max_delay=args.max_delay,
-                                                    background=args.background), values, base=base) if values else []
+        rows = sweep(frames, graph, flags, values, base=base) if values else []
     if rows:
-        console.print(sweep_table(rows, "min_duration", args.min_duration))
+        console.print(sweep_table(rows, "min_duration", flags.min_duration))
     if args.json:
         settings = {
             "frames": str(frames_path),

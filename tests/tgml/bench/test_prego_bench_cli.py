@@ -551,13 +551,22 @@ def test_a_data_folder_that_is_a_file_is_not_sent_to_be_built(
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
-        (["--min-duration", "0.05"], "error: --min-duration 0.05: expected a number >= --min-run (0.1)"),
-        (["--max-delay", "0.5"], "error: --max-delay 0.5: expected a number >= 2 * --min-duration (1) so that a clean "
-                                 "short step is never cut"),
+        (["--min-duration", "0.05"], "error: --min-duration 0.05: expected a number >= --min-run (0.1, its default)"),
+        (["--max-delay", "0.5"], "error: --max-delay 0.5: expected a number >= 1, twice --min-duration (0.5, its "
+                                 "default), so that a clean short step is never cut"),
+        # One of a pair typed, the other left at its default: the one typed is at fault. The check fails on the
+        # other (min_duration >= min_run, max_delay >= 2 * min_duration), which the error named as if typed.
+        (["--min-run", "100"], "error: --min-run 100: expected a number <= --min-duration (0.5, its default)"),
+        (["--min-duration", "5"], "error: --min-duration 5: expected a number <= 1, half of --max-delay (2, its "
+                                  "default), so that a clean short step is never cut"),
+        # Both typed: the pair, both as typed.
+        (["--min-run", "100", "--min-duration", "0.5"],
+         "error: --min-duration 0.5: expected a number >= --min-run (100)"),
         (["--sweep", "0,1"], "error: --sweep '0,1': 0 is not a --min-duration the segmenter takes (expected a number "
                              "in (0, 86400] (seconds))"),
     ],
-    ids=["min-duration-below-min-run", "max-delay-below-twice-min-duration", "sweep-value-out-of-range"],
+    ids=["min-duration-below-min-run", "max-delay-below-twice-min-duration", "min-run-above-default-min-duration",
+         "min-duration-above-half-default-max-delay", "both-typed", "sweep-value-out-of-range"],
 )
 def test_replay_names_the_options_typed_never_the_segmenter_fields(
         flags: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -137,10 +137,10 @@ def choose_slope_penalty(x: np.ndarray, group: np.ndarray, y: np.ndarray, groups
     one *step* out instead (`held_out_units`): the curve is fitted on the video's other steps and judged on the
     left-out step, whose intercept then is the common one, as a step the fit never saw is judged live. The slope is
     shared by every step, so how well it carries to an unseen step is the question a second video would answer.
-    With one video and one step there is nothing to leave out, so nothing shows that a steep curve holds: the largest
-    penalty, the flattest curve, applies. (`RIDGE`, unpenalised, was used for one video once: a curve sure that an
-    unseen step was "never done" (q 0.0003); the flattest was used after, and it left a step the detector plainly
-    never saw at P(skipped) 0.37, under the default alert threshold.)
+    With one video showing one step (a step with no pair labelled 1 is not shown) there is nothing to leave out, so
+    nothing shows that a steep curve holds: the largest penalty, the flattest curve, applies. (`RIDGE`, unpenalised,
+    was used for one video once: a curve sure that an unseen step was "never done" (q 0.0003); the flattest was used
+    after, and it left a step the detector plainly never saw at P(skipped) 0.37, under the default alert threshold.)
 
     Args:
         x, group, y, groups: as `fit_shrunk_logistic`.
@@ -149,7 +149,7 @@ def choose_slope_penalty(x: np.ndarray, group: np.ndarray, y: np.ndarray, groups
     Returns:
         ``lambda`` for `fit_shrunk_logistic`.
     """
-    units = held_out_units(group, video)
+    units = held_out_units(group, y, video)
     if units is None:
         return SLOPE_PENALTIES[-1]
     features = np.asarray(x, dtype=np.float64).reshape(len(y), -1)
@@ -163,13 +163,24 @@ def choose_slope_penalty(x: np.ndarray, group: np.ndarray, y: np.ndarray, groups
     return float(max(lam for lam, loss in zip(SLOPE_PENALTIES, losses, strict=True) if loss <= best + 1e-9))
 
 
-def held_out_units(group: np.ndarray, video: np.ndarray) -> np.ndarray | None:
-    """What `choose_slope_penalty` leaves out in turn: ``(N,)`` the video of each pair when there are two videos or
-    more, else its step when one video shows two steps or more, else None (nothing to leave out)."""
-    for units in (video, group):
-        if len(np.unique(units)) >= 2:
-            return np.asarray(units)
-    return None
+def held_out_units(group: np.ndarray, y: np.ndarray, video: np.ndarray) -> np.ndarray | None:
+    """What `choose_slope_penalty` leaves out in turn: ``(N,)`` the unit of each pair, or None when there is nothing
+    to leave out.
+
+    Two videos or more: each pair's video. One video: each pair's step, when the video shows two steps or more (two
+    steps with a pair labelled 1: done, or a real detection); else None. Counted over every step that has pairs, a
+    video showing one key-step was left with a steep curve (slope ~12 instead of ~0.6): every key-step of the detector
+    has "done?" pairs, so the steps it never shows (all "not done", at the low evidence of a step the detector never
+    saw) were left out in turn, and judged on them alone the steepest curve always wins; the warning before training
+    (`recognition.train.warn_one_validation_video`) and the docs said that split got the flattest curve.
+    """
+    videos = np.asarray(video)
+    if len(np.unique(videos)) >= 2:
+        return videos
+    groups = np.asarray(group)
+    if len(np.unique(groups[np.asarray(y) > 0])) < 2:
+        return None
+    return groups
 
 
 def annotated_runs(labels: np.ndarray, background: set[int]) -> list[tuple[int, int, int]]:

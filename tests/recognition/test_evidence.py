@@ -28,6 +28,7 @@ from recognition.evidence_calibration import (
     choose_slope_penalty,
     done_pairs,
     fit_shrunk_logistic,
+    held_out_units,
     shrunk_rates,
     video_detections,
 )
@@ -343,6 +344,25 @@ def test_one_validation_video_judges_the_curve_by_leaving_one_step_out() -> None
     y_mixed = y.copy()
     y_mixed[18:21] = 1
     assert choose_slope_penalty(x, group, y_mixed, 4, one_video) > chosen
+
+
+def test_one_validation_video_showing_one_step_gets_the_flattest_curve_it_is_warned_of() -> None:
+    # Every key-step of the detector has "done?" pairs, shown or not; the steps the video never shows (all "not done",
+    # at low evidence) were left out in turn, and on them alone the steepest curve always wins: a slope of ~12, while
+    # the warning before training and the docs said this split's curves were the flattest.
+    probs, targets = _video([1], None, np.random.default_rng(3))  # one video, step 1 only, of a detector of 3
+    segmenter = SegmenterConfig(fps=5.0, min_duration=0.6)
+    model = calibrate_evidence({"v": (probs, targets)}, [None, 1, 2, 3], 5.0, segmenter)
+    flattest = calibrate_evidence({"v": (probs, targets)}, [None, 1, 2, 3], 5.0, segmenter,
+                                  slope_penalty=max(SLOPE_PENALTIES))
+    assert model.done_slope == pytest.approx(flattest.done_slope)
+    x = np.tile([0.02, 0.1, 0.9, 0.95], 3)
+    y = np.r_[0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0].astype(np.float64)  # step 0 shown; steps 1 and 2 never done
+    group = np.repeat(np.arange(3), 4)
+    assert held_out_units(group, y, np.zeros(12, dtype=np.int64)) is None
+    assert choose_slope_penalty(x, group, y, 3, np.zeros(12, dtype=np.int64)) == max(SLOPE_PENALTIES)
+    y[6:8] = 1  # step 1 shown too: each step is left out in turn
+    assert held_out_units(group, y, np.zeros(12, dtype=np.int64)).tolist() == group.tolist()
 
 
 def test_a_step_the_calibration_left_out_is_taken_as_real_live_and_in_a_replay() -> None:

@@ -112,6 +112,24 @@ def test_a_validation_split_of_one_video_showing_one_step_is_warned_of(
     assert "--val-videos" in line and "--checker binary" in line
 
 
+def test_one_validation_video_of_multi_hot_rows_is_warned_of_by_the_steps_the_calibration_reads(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Overlapping classes (every step frame also step_1, as every CliffDiving frame is also Diving): the calibration
+    # reads each frame's largest target, step_1 alone, and fits the flattest curve; the warning counted every marked
+    # column, saw several steps and said nothing.
+    folder = tmp_path / "overlap"
+    shutil.copytree(feature_folder, folder)
+    targets = folder / "target_perframe" / "video_03.npy"
+    hot = np.load(targets)
+    hot[hot[:, 1:].any(axis=1), 1] = 1.0  # step_1 marked on every step frame, beside the step itself
+    np.save(targets, hot)
+    assert (hot[:, 1:].sum(axis=0) > 0).sum() >= 2  # the file marks several steps
+    assert main(_argv(folder, small_config, tmp_path / "d.pt", "--val-videos", "video_03", "--epochs", "1")) == 0
+    line = next((x for x in capsys.readouterr().err.splitlines() if "one validation video" in x), "")
+    assert line.startswith("warning: --val-videos video_03: ") and "one key-step" in line
+
+
 @pytest.mark.parametrize(
     ("more", "message"),
     [

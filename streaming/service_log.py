@@ -17,8 +17,9 @@ pipe whose reader stopped reading delays or loses log lines, never the loop. At 
 that could not be written are counted and said by the next line that can be (`LOST_NOTE`), and `ServiceLog.close`
 waits at most `CLOSE_WAIT_S` for the rest. While such a log is open, Python's warnings (``warnings.warn``: torch's,
 numpy's) and the records of a library's logger that no handler takes (``logging``'s last resort: pyzmq's
-authenticator, asyncio's reports) are lines of it too, in its format (`library_lines`): they are said on the
-service's threads, and written straight to stderr they held those threads as any other line did.
+authenticator, asyncio's reports) are lines of it too, in its format (`library_lines`; with several open in one
+process, of the last opened): they are said on the service's threads, and written straight to stderr they held
+those threads as any other line did.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import traceback
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 from graphs.common.errors import InputError, drop_stderr, keep_devnull, print_stderr
 from graphs.common.safe_text import printable
@@ -214,17 +215,50 @@ class ServiceLog:
         self(message if self.json else f"error: {message}", "error", **fields)
 
 
-class _LastResort(logging.Handler):
-    """``logging``'s last resort (the handler of a record no handler took) as lines of a service's log: the record's
-    logger and message, its exception's type and reason; its traceback as the JSON line's ``traceback`` field, and
-    in the text format after the message (escaped onto the one line, as every text line is)."""
+# The queued logs open in this process, the last opened last (`library_lines`): one pair of hooks serves them all, so
+# that services ended in any order (two in one process, one test after another) leave the hooks as they found them.
+_OPEN_LOGS: list[ServiceLog] = []
+_HOOKS_LOCK = threading.Lock()
+# What the hooks replaced, kept after they are taken out: a hook someone put back later (`warnings.catch_warnings`
+# saves the hooks it finds and restores them at its end, maybe after the service ended) hands on to these.
+_BEFORE: dict[str, Any] = {"show": warnings.showwarning, "resort": logging.lastResort}
 
-    def __init__(self, log: ServiceLog) -> None:
+
+def _open_log() -> ServiceLog | None:
+    """The queued log that takes the library lines now: the last opened of those still open; None when none is."""
+    with _HOOKS_LOCK:
+        return _OPEN_LOGS[-1] if _OPEN_LOGS else None
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` while a queued log is open: a line of that log; a caller that named a file of its own,
+    or a warning said when no log is open (the hook put back after the service ended), goes where it went before."""
+    log = _open_log()
+    if file is not None or log is None:
+        _BEFORE["show"](message, category, filename, lineno, file, line)
+        return
+    log.warning(f"{category.__name__}: {message} ({filename}:{lineno})", category=category.__name__,
+                file=filename, line=lineno)
+
+
+class _LastResort(logging.Handler):
+    """``logging``'s last resort (the handler of a record no handler took) as lines of the open queued log: the
+    record's logger and message, its exception's type and reason; its traceback as the JSON line's ``traceback``
+    field, and in the text format after the message (escaped onto the one line, as every text line is). With no log
+    open (put back after the service ended), the last resort it replaced takes the record."""
+
+    def __init__(self) -> None:
         super().__init__(logging.WARNING)  # as logging's own last resort: debug and info records are nobody's news
-        self.log = log
 
     def emit(self, record: logging.LogRecord) -> None:
         """Hand the record to the log (never raises: a record that cannot be formatted is said as such)."""
+        log = _open_log()
+        if log is None:
+            before = _BEFORE["resort"]
+            if before is not None and record.levelno >= before.level:
+                before.handle(record)
+            return
         try:
             message = f"{record.name}: {record.getMessage()}"
         except Exception as err:  # a library's bad format string must not end the thread that logged it
@@ -234,39 +268,49 @@ class _LastResort(logging.Handler):
             error = record.exc_info[1]
             message += f" ({type(error).__name__}: {error})"
             trace = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
-            if self.log.json:
+            if log.json:
                 fields["traceback"] = trace
             else:
                 message += f"\n{trace}"
         if record.levelno >= logging.ERROR:
-            self.log.error(message, **fields)
+            log.error(message, **fields)
         else:
-            self.log.warning(message, **fields)
+            log.warning(message, **fields)
+
+
+_LAST_RESORT: Final = _LastResort()
 
 
 @contextlib.contextmanager
 def library_lines(log: ServiceLog) -> Iterator[None]:
     """Inside the block, Python's warnings and the library log records that would reach ``logging``'s last resort are
     lines of ``log`` (as warnings, and errors for records at ``ERROR`` and above) instead of lines written on stderr
-    by the thread that raised them. Both are restored at the end, unless something else replaced them meanwhile."""
-    shown_before, resort_before = warnings.showwarning, logging.lastResort
-    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-             file: TextIO | None = None, line: str | None = None) -> None:
-        if file is not None:  # a caller that named a file of its own gets it
-            shown_before(message, category, filename, lineno, file, line)
-            return
-        log.warning(f"{category.__name__}: {message} ({filename}:{lineno})", category=category.__name__,
-                    file=filename, line=lineno)
+    by the thread that raised them.
 
-    handler = _LastResort(log)
-    warnings.showwarning, logging.lastResort = show, handler
+    One pair of hooks serves every queued log of the process: the first block in puts them in, the last one out takes
+    them out (unless something else replaced them meanwhile), and while several are open the last opened takes the
+    lines. Each block putting in hooks of its own and restoring what it found, a service ended before one started
+    after it had its hooks put back by that one's end: the rest of the process's warnings went to an ended log.
+    """
+    with _HOOKS_LOCK:
+        if not _OPEN_LOGS:
+            if warnings.showwarning is not _show_warning:  # else put back by someone after the last end: kept
+                _BEFORE["show"] = warnings.showwarning
+            if logging.lastResort is not _LAST_RESORT:
+                _BEFORE["resort"] = logging.lastResort
+            warnings.showwarning, logging.lastResort = _show_warning, _LAST_RESORT
+        _OPEN_LOGS.append(log)
     try:
         yield
     finally:
-        if warnings.showwarning is show:
-            warnings.showwarning = shown_before
-        if logging.lastResort is handler:
-            logging.lastResort = resort_before
+        with _HOOKS_LOCK:
+            # This block's entry: the last of this log's (a log in two nested blocks keeps the outer one's).
+            del _OPEN_LOGS[max(k for k, open_log in enumerate(_OPEN_LOGS) if open_log is log)]
+            if not _OPEN_LOGS:
+                if warnings.showwarning is _show_warning:
+                    warnings.showwarning = _BEFORE["show"]
+                if logging.lastResort is _LAST_RESORT:
+                    logging.lastResort = _BEFORE["resort"]
 
 
 @contextlib.contextmanager

@@ -228,3 +228,47 @@ def test_a_python_warning_on_a_service_thread_never_waits_on_a_full_stderr() -> 
         for fd in (read, write):
             if fd >= 0:
                 os.close(fd)
+
+
+def test_two_queued_logs_of_one_process_ended_out_of_order_leave_warnings_as_they_were(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two services of one process (a checker and a detector run side by side, or one test after another), the first
+    # started ended first: the second's end put back the first's hooks, and Python's warnings and library records went
+    # on being lines of an ended service's log (its name, its format) for the rest of the process.
+    shown, resort = warnings.showwarning, logging.lastResort
+    library = logging.getLogger("another.library")
+    monkeypatch.setattr(library, "propagate", False)  # pytest's own handler on the root logger would take it
+    with (tmp_path / "stderr").open("w") as stderr:
+        monkeypatch.setattr("sys.stderr", stderr)
+        checker = contextlib.ExitStack()
+        first = checker.enter_context(queued_log("checker", "json"))
+        with queued_log("detector", "json") as second:
+            checker.close()  # the checker ends while the detector runs
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")
+                warnings.warn("said while the detector runs", UserWarning, stacklevel=1)
+            library.warning("a record while the detector runs")
+            assert second.close()
+        assert first.close()
+        assert (warnings.showwarning, logging.lastResort) == (shown, resort)  # as they were
+    said = [(r["service"], r["message"].split(" (")[0]) for r in _records(tmp_path / "stderr")]
+    assert said == [("detector", "UserWarning: said while the detector runs"),
+                    ("detector", "another.library: a record while the detector runs")]
+
+
+def test_a_warnings_hook_put_back_after_the_service_ended_is_not_a_line_of_its_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recwarn: pytest.WarningsRecorder) -> None:
+    # A thread that saved the hooks while the service ran (warnings.catch_warnings, as libraries and the service's
+    # own threads do around a call) and put them back after it ended left the ended service's log taking every
+    # warning of the process: written in its format, by a log nobody closes again.
+    with (tmp_path / "stderr").open("w") as stderr:
+        monkeypatch.setattr("sys.stderr", stderr)
+        kept = contextlib.ExitStack()
+        with queued_log("view", "json") as log:
+            kept.enter_context(warnings.catch_warnings())  # saves the service's hooks
+        kept.close()  # ... and puts them back, the service gone
+        warnings.simplefilter("always")
+        warnings.warn("said after the view ended", UserWarning, stacklevel=1)
+        assert log.close()
+    assert (tmp_path / "stderr").read_text() == ""
+    assert [str(w.message) for w in recwarn.list] == ["said after the view ended"]  # where warnings went before

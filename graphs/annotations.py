@@ -207,9 +207,13 @@ class Annotations:
             hint = (f"of the names given, {first_few(known, 5)} {'is one' if len(known) == 1 else 'are'}: give only "
                     "those" if known else f"none of the names given is, so the graph cannot hold them: leave "
                     f"--exclude-videos out, unless a name is mistyped; its executions: {first_few(sorted(names), 5)}")
-            # The closest execution to the first unknown name: a typo (21_3 for 21_13) is the likeliest cause.
+            # The closest execution to the first unknown name that may be a typo (21_3 for 21_13). Not for a video of
+            # another scenario (spelt right), nor towards a name given already: with a features folder's test
+            # recordings partly in the file (21_12 and 21_13 given, 21_13 in it), "did you mean '21_13'?" was said.
+            typo = next((name for name in unknown if name not in self.videos), None)
+            meant = meant_name(typo, names - set(videos.exclude), 0) if typo is not None else ""
             raise InputError(f"--exclude-videos: {', '.join(unknown)} not an execution of {scenario!r} in {self.path} "
-                             f"({hint}){meant_name(unknown[0], names, 0)}")
+                             f"({hint}){meant}")
         excluded = tuple(v.video for v in executions if v.video in videos.exclude)
         mistakes = tuple(v.video for v in executions
                          if v.video not in videos.exclude and any(v.has_errors) and not videos.include_mistakes)

@@ -144,3 +144,22 @@ def test_stream_detect_says_the_demo_meant(
     argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli_error(stream_detect, argv, capsys) == expected
+
+
+def test_tgml_train_hints_no_video_spelt_right_nor_one_given_already(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "did you mean" sent the user to a neighbour of a name spelt right: a video of another scenario of the file, or
+    # (a features folder's test recordings only partly in the graph's file) one already in the list.
+    raw = {"annotations": {name: {"scenario": scenario, "recording_id": name, "segments": [{"step_id": 1}]}
+                           for name, scenario in [("v_13", "tea"), ("w_1", "tea"), ("v_14", "coffee")]},
+           "taxonomy": {"tea": {"1": {"name": "boil water", "id": 1}}, "coffee": {"1": {"name": "grind", "id": 1}}}}
+    path = tmp_path / "tea.json"
+    path.write_text(json.dumps(raw))
+    train = ["train", "--annotations", str(path), "--scenario", "tea", "--out", str(tmp_path / "g.json")]
+    line = cli_error(tgml, [*train, "--exclude-videos", "v_14"], capsys)
+    assert line.startswith("error: --exclude-videos: v_14 not an execution of 'tea'") and "did you mean" not in line
+    line = cli_error(tgml, [*train, "--exclude-videos", "v_13,v_15"], capsys)
+    assert line.startswith("error: --exclude-videos: v_15 not an execution of 'tea'") and "did you mean" not in line
+    line = cli_error(tgml, [*train, "--exclude-videos", "w_11"], capsys)
+    assert line.endswith("; did you mean 'w_1'?")  # a typo still gets its hint

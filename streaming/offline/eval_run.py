@@ -334,8 +334,12 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
         other = [n for n in unknown if n in annotations.videos]  # annotated, as a recording of another scenario
         what = (f"not a recording of scenario {scenario!r} (the graph's) in {config.annotations}" if other == unknown
                 else f"not annotated in {config.annotations} (scenario {scenario})")
-        # The closest recording of the scenario to the first unknown name: a typo was left to be found in the file.
-        raise InputError(f"{where}: {', '.join(unknown)} {what}{meant_name(unknown[0], known, 0)}")
+        # The closest recording of the scenario to the first name that may be a typo: a typo was left to be found in
+        # the file. Not for a recording of another scenario (it is spelt right: "did you mean" sent the user to a
+        # neighbour of its name), nor towards a name already listed.
+        typo = next((n for n in unknown if n not in annotations.videos), None)
+        hint = meant_name(typo, set(known) - set(names), 0) if typo is not None else ""
+        raise InputError(f"{where}: {', '.join(unknown)} {what}{hint}")
     # Unchosen, every annotated recording is asked for (with --features: only augmented copies, <video>.aug<k>.npy,
     # were given).
     asked = (f"--split {config.split} names" if config.split else "--videos-list names" if config.names

@@ -202,6 +202,23 @@ def test_a_misspelt_recording_of_videos_list_is_refused_with_the_one_meant(train
                     "did you mean 'test_wrong'?")
 
 
+def test_videos_list_hints_no_recording_spelt_right_nor_one_listed_already(
+        trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # "did you mean 'test_ok'?" was said of test_ok2, a recording the file annotates under another recipe, and of a
+    # typo beside test_ok itself in the list (taking it would list test_ok twice).
+    raw = json.loads((trained / "labels.json").read_text())
+    raw["taxonomy"]["tent"] = {"0": {"id": 0, "name": "unfold"}}
+    raw["annotations"]["test_ok2"] = {"scenario": "tent", "recording_id": "test_ok2", "segments": [
+        {"step_id": 0, "start_time": 0.0, "end_time": 2.0, "description": "", "step_name": "unfold",
+         "has_errors": False}]}
+    both = trained / "two-scenarios-hint.json"
+    both.write_text(json.dumps(raw))
+    line = cli_error(stream_detect, eval_argv(trained, "--annotations", str(both), "--videos-list", "test_ok2"), capsys)
+    assert line == f"error: --videos-list: test_ok2 not a recording of scenario 'kit' (the graph's) in {both}"
+    line = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok,test_okk"), capsys)
+    assert "test_okk not annotated" in line and "did you mean 'test_ok'?" not in line
+
+
 def test_two_feature_sources_of_one_stream_id_are_named_as_features(trained: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     # The message named them "--video", an option the user had not given.

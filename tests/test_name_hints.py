@@ -163,3 +163,23 @@ def test_tgml_train_hints_no_video_spelt_right_nor_one_given_already(
     assert line.startswith("error: --exclude-videos: v_15 not an execution of 'tea'") and "did you mean" not in line
     line = cli_error(tgml, [*train, "--exclude-videos", "w_11"], capsys)
     assert line.endswith("; did you mean 'w_1'?")  # a typo still gets its hint
+
+
+def test_prego_bench_hints_no_test_video_named_already(tea: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # v1,v11 got "did you mean 'v1'?": taken, v1 would be listed twice.
+    line = cli_error(prego_bench, ["--annotations", str(tea), "--scenario", "tea", "--test-videos", "v1,v11",
+                                   "--order-only"], capsys)
+    assert line == f"error: --test-videos: video 'v11' is not in {tea}"
+
+
+@pytest.mark.parametrize("argv", [["bench-live", "--recipes", "pinwheels,pinwheel", "--quiet"],
+                                  ["captaincook-labels", "--recordings", "1_36,1_366", "--out", "{tmp}/labels.json"]],
+                         ids=["bench-live-recipes", "captaincook-labels-recordings"])
+def test_tgml_benchmarks_hint_no_name_given_already(
+    argv: list[str], data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The name meant was one listed already beside the typo: taken, it would be listed twice.
+    argv = [word.replace("{tmp}", str(tmp_path)) for word in argv]
+    line = cli_error(tgml, [*argv, "--data", str(data_dir)], capsys)
+    assert line.startswith(f"error: {argv[1]} ") and "did you mean 'pinwheels'?" not in line
+    assert "did you mean '1_36'?" not in line

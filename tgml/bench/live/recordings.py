@@ -185,7 +185,8 @@ def load_live_data(data_dir: Path, features_dir: Path | None = None, recipes: Se
         unknown = [r for r in recipes if r not in taxonomies]
         if unknown:
             raise InputError(f"--recipes {unknown[0]}: no recording of it in {features_dir} "
-                             f"(recipes there: {', '.join(taxonomies)}){meant_name(unknown[0], taxonomies, 0)}")
+                             f"(recipes there: {', '.join(taxonomies)})"
+                             f"{meant_name(unknown[0], set(taxonomies) - set(recipes), 0)}")  # not one named already
         taxonomies = {s: steps for s, steps in taxonomies.items() if s in recipes}
         files = {name: path for name, path in files.items() if by_id[name].scenario in taxonomies}
     chosen: dict[str, Recipe] = {}
@@ -410,7 +411,7 @@ def annotated_recordings(cc: Path, activity: Mapping[str, object], named: Mappin
     unknown = [name for name in named if name not in activity]
     if unknown:
         raise InputError(f"{named[unknown[0]]}: recording {unknown[0]!r} is not in {cc / ERROR_ANNOTATIONS}, so it "
-                         f"has no annotation (ids such as 1_36){meant_name(unknown[0], activity, 0)}")
+                         f"has no annotation (ids such as 1_36){meant_name(unknown[0], set(activity) - set(named), 0)}")
     annotations = load_annotations(cc / ANNOTATIONS, check_times=False)  # as published
     scenarios = activity_scenarios(cc)
     wanted = {scenarios.get(activity[name]) for name in named} - {None}

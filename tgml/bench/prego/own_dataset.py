@@ -112,8 +112,9 @@ def _check_named(names: Sequence[str], annotations: Annotations, scenario: str, 
     for name in names:
         video = annotations.videos.get(name)
         if video is None:
-            # The closest video of the scenario: a typo in --test-videos was left to be found in the file.
-            ours = [v.video for v in annotations.scenario_videos(scenario)]
+            # The closest video of the scenario: a typo in --test-videos was left to be found in the file. Not one
+            # named already (v1,v11 got "did you mean 'v1'?", a video listed twice if taken).
+            ours = [v.video for v in annotations.scenario_videos(scenario) if v.video not in names]
             raise InputError(f"{source}: video {name!r} is not in {annotations.path}{meant_name(name, ours, 0)}")
         if video.scenario != scenario:
             raise InputError(f"{source}: video {name!r} of {annotations.path} is of scenario {video.scenario!r}, "

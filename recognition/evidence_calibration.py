@@ -129,7 +129,9 @@ def _log_loss(x: np.ndarray, group: np.ndarray, y: np.ndarray, fit: tuple[float,
     return float(-(y * np.log(p) + (1.0 - y) * np.log(1.0 - p)).sum())
 
 
-def choose_slope_penalty(x: np.ndarray, group: np.ndarray, y: np.ndarray, groups: int, video: np.ndarray) -> float:
+def choose_slope_penalty(
+    x: np.ndarray, group: np.ndarray, y: np.ndarray, groups: int, video: np.ndarray, leave_steps_out: bool = True
+) -> float:
     """The slope penalty of `SLOPE_PENALTIES` whose curves best predict held-out validation data from the rest.
 
     Leave one video out: fit on the other videos, sum the log-loss of the left-out video's labels; the penalty with
@@ -145,10 +147,14 @@ def choose_slope_penalty(x: np.ndarray, group: np.ndarray, y: np.ndarray, groups
     Args:
         x, group, y, groups: as `fit_shrunk_logistic`.
         video: ``(N,)`` index of the validation video each pair or detection comes from.
+        leave_steps_out: with one video, leave its steps out in turn; False: the flattest curve, as before
+            2026-12-03 (`tgml bench-live`'s protocol, whose published figures were measured so).
 
     Returns:
         ``lambda`` for `fit_shrunk_logistic`.
     """
+    if not leave_steps_out and len(np.unique(video)) < 2:
+        return SLOPE_PENALTIES[-1]
     units = held_out_units(group, y, video)
     if units is None:
         return SLOPE_PENALTIES[-1]
@@ -324,6 +330,7 @@ def calibrate_evidence(
     window_s: float | None = None,
     detection_window_s: float | None = None,
     slope_penalty: float | None = None,
+    leave_steps_out: bool = True,
 ) -> EvidenceModel:
     """Measure a detector's evidence on its validation videos (see the module docstring).
 
@@ -338,6 +345,7 @@ def calibrate_evidence(
         detection_window_s: ``W`` of the detection evidence (E2), when it differs from ``window_s`` (None: the same).
         slope_penalty: ``lambda`` of both curves' slopes (None: each curve's chosen by `choose_slope_penalty`,
             leaving one validation video out at a time, or one step of a single video).
+        leave_steps_out: as `choose_slope_penalty`'s (False: one video gets the flattest curves).
 
     Returns:
         The calibrated `EvidenceModel`.
@@ -393,14 +401,14 @@ def calibrate_evidence(
         raise InputError(f"evidence calibration: no validation video shows an annotated key-step ({len(names)} "
                          f"checked: {first_few(names, 5)}; a video of background only, or cut short?)")
     x_all, g_all, y_all = np.concatenate(xs), np.concatenate(groups), np.concatenate(ys)
-    done_penalty = (choose_slope_penalty(x_all, g_all, y_all, len(key), np.concatenate(pair_video))
+    done_penalty = (choose_slope_penalty(x_all, g_all, y_all, len(key), np.concatenate(pair_video), leave_steps_out)
                     if slope_penalty is None else slope_penalty)
     alpha, slopes, delta = fit_shrunk_logistic(x_all, g_all, y_all, len(key), done_penalty)
     share = float(np.clip(y_all.mean(), DONE_SHARE_CLIP, 1 - DONE_SHARE_CLIP))
     det, det_g = np.concatenate(det_real), np.concatenate(det_group)  # (D,): real or not, step row
     if len(det):
         det_x = np.concatenate(det_y)  # (D, 2): y, z
-        real_penalty = (choose_slope_penalty(det_x, det_g, det, len(key), np.concatenate(det_video))
+        real_penalty = (choose_slope_penalty(det_x, det_g, det, len(key), np.concatenate(det_video), leave_steps_out)
                         if slope_penalty is None else slope_penalty)
         r_alpha, r_slopes, r_delta = fit_shrunk_logistic(det_x, det_g, det, len(key), real_penalty)
         r_slope, r_duration = float(r_slopes[0]), float(r_slopes[1])

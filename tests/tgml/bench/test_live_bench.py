@@ -883,3 +883,31 @@ def test_the_silent_floor_is_half_the_correct_class_f1_of_calling_every_step_cor
     # mistake is caught (mistake F1 0); the chain's own alerts do not enter the floor.
     floor = silent_avg_f1(LiveCounts(Counts(steps=10, order_errors=2, alerts=3, caught=1)))
     assert floor == pytest.approx(100 * (2 * 0.8 / 1.8) / 2)
+
+
+def test_a_calibration_on_one_recording_keeps_the_flattest_curve_the_benchmark_was_measured_with() -> None:
+    # recognition-train's one validation video now leaves its steps out in turn; the benchmark calibrated its
+    # cross-fitted validation recordings (one each) that way too, unmeasured, its published figures no longer from
+    # its documented protocol ("a calibration fitted on a single recording gets the flattest curve").
+    from graphs.task_graph import TaskGraph
+    from recognition.evidence_calibration import SLOPE_PENALTIES, calibrate_evidence
+    from tgml.bench.live.detector import LiveDetectorSettings, calibrate
+    from tgml.bench.live.recordings import FPS, Recipe
+
+    rng = np.random.default_rng(0)
+    labels = np.concatenate([np.r_[np.zeros(4, int), np.full(12, s)] for s in (1, 2, 3)] + [np.zeros(4, int)])
+    targets = np.eye(4)[labels]
+    probs = 0.7 * targets + 0.3 * rng.dirichlet(np.ones(4), size=len(labels))
+    recipe = Recipe("tea", (1, 2, 3), ("a", "b", "c"), TaskGraph((1, 2, 3), ("a", "b", "c"), np.zeros((5, 5), bool)))
+    settings = LiveDetectorSettings()
+    model = calibrate(recipe, {"rec": (probs, targets)}, settings)
+    flattest = calibrate_evidence({"rec": (probs, targets)}, recipe.class_step_ids, FPS, settings.segmenter,
+                                  window_s=settings.train.evidence_window,
+                                  detection_window_s=settings.segmenter.min_duration,
+                                  slope_penalty=max(SLOPE_PENALTIES))
+    assert model.done_slope == pytest.approx(flattest.done_slope)
+    assert model.real_slope == pytest.approx(flattest.real_slope)
+    steps = calibrate_evidence({"rec": (probs, targets)}, recipe.class_step_ids, FPS, settings.segmenter,
+                               window_s=settings.train.evidence_window,
+                               detection_window_s=settings.segmenter.min_duration)
+    assert steps.done_slope != pytest.approx(flattest.done_slope)  # what recognition-train's calibration fits

@@ -128,7 +128,13 @@ def train_fold_detector(
 def calibrate(recipe: Recipe, validation: dict[str, tuple[np.ndarray, np.ndarray]],
               settings: LiveDetectorSettings) -> EvidenceModel:
     """The evidence calibration of a detector for its segmenter, on its validation outputs
-    (`recognition.evidence_calibration.calibrate_evidence`)."""
+    (`recognition.evidence_calibration.calibrate_evidence`).
+
+    A calibration on one recording (a fold's cross-fitted validation, `tgml.bench.live.selection.cross_fitted`, or a
+    fold of one validation recording) gets the flattest curves, the protocol the published figures were measured with
+    (docs/live-benchmark.md, "Why this default"): recognition-train's leaving one step out of a single video was
+    never measured here, and taken with it unawares the benchmark's figures no longer came from its documented
+    protocol."""
     return calibrate_evidence(validation, recipe.class_step_ids, FPS, settings.segmenter,
                               window_s=settings.train.evidence_window,
-                              detection_window_s=settings.segmenter.min_duration)
+                              detection_window_s=settings.segmenter.min_duration, leave_steps_out=False)

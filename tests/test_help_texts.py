@@ -239,6 +239,17 @@ def test_prego_bench_usage_shows_its_sub_commands(capsys: pytest.CaptureFixture[
     # Its usage listed the benchmark's twenty options alone; replay, select and the rest were named in the page's last
     # lines only.
     usage = help_page(prego_bench, [], capsys).split("\n\n")[0]
-    assert usage.splitlines() == ["usage: prego-bench [--dataset NAME ... | --annotations FILE] [options]",
+    assert usage.splitlines() == ["usage: prego-bench [--dataset DATASET ... | --annotations FILE] [options]",
                                   "       prego-bench {prepare,select,select-checker,replay} [options]"]
     assert help_page(prego_bench, ["replay"], capsys).startswith("usage: prego-bench replay ")
+
+
+def test_the_usage_lines_name_the_values_as_the_options_below_them(capsys: pytest.CaptureFixture[str]) -> None:
+    # recognition-features' usage read "import --features DIR --annotations FILE --rate R --out DIR", its import page
+    # "--annotations ANNOTATIONS --rate RATE --out OUT"; prego-bench's read "--dataset NAME" over "--dataset DATASET".
+    page = help_page(recognition_features, ["import"], capsys)
+    for option in ("--features DIR", "--annotations FILE", "--rate R", "--out DIR"):
+        assert f"\n  {option} " in page, option
+    page = help_page(prego_bench, [], capsys)
+    assert page.startswith("usage: prego-bench [--dataset DATASET ... |")
+    assert "\n  --dataset DATASET [DATASET ...]\n" in page

@@ -125,12 +125,12 @@ def build_import_parser() -> ArgumentParser:
     add_version_option(parser)
     parser.add_argument("--features", required=True, metavar="DIR",
                         help="folder of <video>.npy feature files, named as in the annotation file")
-    parser.add_argument("--annotations", required=True,
+    parser.add_argument("--annotations", required=True, metavar="FILE",
                         help="annotation file: JSON, or a .csv of video,step,start,end rows (the file "
                              "tgml train reads)")
-    parser.add_argument("--rate", required=True, type=rate_option,
+    parser.add_argument("--rate", required=True, type=rate_option, metavar="R",
                         help="feature vectors per second of recording (row k starts k / rate seconds in)")
-    parser.add_argument("--out", required=True, type=output_name,
+    parser.add_argument("--out", required=True, type=output_name, metavar="DIR",
                         help="feature folder to write: a new or empty folder, or one imported into before")
     parser.add_argument("--name", default=DEFAULT_NAME,
                         help=f"the features' extractor name, recorded in the detector (default {DEFAULT_NAME}; "

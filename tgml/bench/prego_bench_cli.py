@@ -129,7 +129,7 @@ def _video_names(text: str) -> tuple[str, ...]:
 
 # The benchmark and its sub-commands: argparse's usage listed the benchmark's twenty options alone, and the four
 # sub-commands (replay: a recogniser's output through the checker) were named only in the page's last lines.
-BENCH_USAGE: Final = ("prego-bench [--dataset NAME ... | --annotations FILE] [options]\n"
+BENCH_USAGE: Final = ("prego-bench [--dataset DATASET ... | --annotations FILE] [options]\n"
                       "       prego-bench {prepare,select,select-checker,replay} [options]")
 
 
@@ -147,7 +147,7 @@ def bench_parser() -> ArgumentParser:
     add_version_option(p)
     p.add_argument("--data", type=Path, help=f"data folder like shared/data (default ${DATA_ENV})")
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--dataset", nargs="+", choices=list(prego.DATASETS), metavar="DATASET",
+    source.add_argument("--dataset", nargs="+", choices=list(prego.DATASETS), metavar="DATASET",  # as BENCH_USAGE
                         help=f"built-in datasets: {', '.join(prego.DATASETS)} (default: both)")
     source.add_argument("--annotations", type=Path, metavar="FILE",
                         help="your own annotation file (training and test videos) instead of the built-in datasets")

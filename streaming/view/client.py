@@ -31,6 +31,7 @@ from graphs.task_graph import load_graph
 from streaming.curve_keys import CurveClient
 from streaming.detector.sinks import Fanout, JsonLinesSink, Sink
 from streaming.messages import Alert, Message, MissingSteps, Retraction, Status, StepEvent
+from streaming.service_log import ServiceLog
 from streaming.transport import POLL_MS, VIEW_RECV_HWM, Receiver, connect_watched, gone_silent, subscribe
 from streaming.view.render import NewsMessage, name_conflict_text, news_line, render, silent_text
 from streaming.view.state import ViewState, graph_names
@@ -378,8 +379,16 @@ def run_view(
     console = None if jsonl else Console()
     # No screen that redraws (JSON lines, a terminal that cannot move its cursor): a silent checker is said in a line.
     said = jsonl or (console is not None and console.is_dumb_terminal)
+    def sink_failed(line: str) -> None:
+        # A warning line, as the sink's failure was before the log took it (and is in the one-command run's view):
+        # the text format's "warning: " prefix, level warning in JSON.
+        if isinstance(log, ServiceLog):
+            log.warning(f"view: {line}")
+        else:
+            warn(f"warning: view: {line}")
+
     viewer = Viewer(ctx, endpoint, ViewState(names=names), jsonl, out, warn=warn if said else None, curve=curve,
-                    sinks=sinks, sink_log=lambda line: warn(f"view: {line}"))
+                    sinks=sinks, sink_log=sink_failed)
     try:
         viewer.loop(done, console)
     finally:

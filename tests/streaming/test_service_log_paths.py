@@ -28,7 +28,7 @@ from streaming.messages import Message, Status
 from streaming.service_log import ServiceLog, queued_log
 from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, Receiver, bind, connect, subscribe
-from streaming.view.client import Viewer
+from streaming.view.client import Viewer, run_view
 from streaming.view.state import ViewState
 from tests.streaming.helpers import STREAM_DETECT, beat, full_pipe, wait_for
 
@@ -272,3 +272,34 @@ def test_a_warnings_hook_put_back_after_the_service_ended_is_not_a_line_of_its_l
         assert log.close()
     assert (tmp_path / "stderr").read_text() == ""
     assert [str(w.message) for w in recwarn.list] == ["said after the view ended"]  # where warnings went before
+
+
+def test_a_sink_of_the_view_command_that_fails_is_a_warning_line_in_the_text_log() -> None:
+    # Through the view's log, the failure's line lost its "warning: " (a plain "view: Failing failed ..." line in the
+    # text format), which it had written on stderr, and which the one-command run's view still writes.
+    ctx = zmq.Context()
+    out = io.StringIO()
+    log = ServiceLog("view", "text", out=out)
+    stop = threading.Event()
+    try:
+        pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")  # a free port
+        status = Status(stream_id="kitchen", seq=0, timestamp=1.0, run="s", done=(1,), allowed=(), current=None,
+                        alerts=0, frames=10, dropped=0, fps=10.0, gaps=0, ended=False, lost=False, allowed_scores=(),
+                        rule="binary")
+        publisher = Publisher(pub)
+
+        def publish() -> None:
+            while not stop.wait(0.05):
+                publisher.send(status)
+
+        sender = threading.Thread(target=publish, daemon=True)
+        sender.start()
+        assert run_view(endpoint, None, jsonl=True, out=io.StringIO(), done=lambda: "failed on" in out.getvalue(),
+                        log=log, sinks=[Failing()]) == 0
+        stop.set()
+        sender.join(10)
+    finally:
+        stop.set()
+        ctx.destroy(linger=0)
+    assert out.getvalue().splitlines()[0] == (
+        "warning: view: Failing failed on a status message (1 so far): cannot take a status message")

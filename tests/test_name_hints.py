@@ -6,6 +6,7 @@ list or a file."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,18 @@ def test_tgml_benchmarks_hint_no_name_given_already(
     line = cli_error(tgml, [*argv, "--data", str(data_dir)], capsys)
     assert line.startswith(f"error: {argv[1]} ") and "did you mean 'pinwheels'?" not in line
     assert "did you mean '1_36'?" not in line
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "expected"),
+    [(prego_bench, ["replya", "--frames", "f.json"],
+      "error: prego-bench: unknown command 'replya' (choose from prepare, select, select-checker, replay; see "
+      "prego-bench --help); did you mean 'replay'?"),
+     (stream_detect, ["chekcer"], "; did you mean 'checker'?")],
+    ids=["prego-bench", "stream-detect"])
+def test_a_misspelt_sub_command_is_refused_with_the_one_meant(
+    command: Callable[[list[str]], int], argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # prego-bench took it for the benchmark's and said "unrecognized arguments: replya"; stream-detect listed its
+    # nine sub-commands for the one meant to be found there.
+    assert cli_error(command, argv, capsys).endswith(expected)

@@ -373,7 +373,7 @@ def test_a_config_naming_another_feature_folder_says_which_the_folder_holds(tmp_
 @pytest.mark.parametrize(
     ("argv", "line"),
     [(["imprt", "--features", "npy/"], "error: recognition-features: unknown command 'imprt' (choose from import; see "
-                                       "recognition-features --help)"),
+                                       "recognition-features --help); did you mean 'import'?"),
      (["--features", "npy/", "--annotations", "l.json", "--rate", "1", "--out", "f/"],
       "error: recognition-features: --features, --rate: options of recognition-features import (your own feature "
       "files: recognition-features import --features DIR ...); extraction from videos takes --videos")],

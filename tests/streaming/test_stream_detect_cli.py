@@ -70,7 +70,7 @@ def test_a_mistyped_command_is_named_with_the_commands_there_are(capsys: pytest.
     # It was read as an argument of run, the default: "stream-detect run: unrecognized arguments: evl".
     line = cli_error(main, ["evl", "--features", "x.npy"], capsys)
     assert line == ("error: stream-detect: unknown command 'evl' (choose from run, detector, checker, view, dashboard, "
-                    "eval, keys; see stream-detect --help)")
+                    "eval, keys; see stream-detect --help); did you mean 'eval'?")
 
 
 def test_unopenable_video_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

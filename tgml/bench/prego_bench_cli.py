@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from graphs.common.command_line import ArgumentParser, add_version_option
+from graphs.common.command_line import ArgumentParser, add_version_option, unknown_command
 from graphs.common.errors import FieldError, InputError, exit_on_input_error
 from graphs.common.files import check_output
 from graphs.common.options import output_path, seed_option, seed_range, workers_option
@@ -129,8 +129,9 @@ def _video_names(text: str) -> tuple[str, ...]:
 
 # The benchmark and its sub-commands: argparse's usage listed the benchmark's twenty options alone, and the four
 # sub-commands (replay: a recogniser's output through the checker) were named only in the page's last lines.
+SUBCOMMANDS: Final = ("prepare", "select", "select-checker", "replay")
 BENCH_USAGE: Final = ("prego-bench [--dataset DATASET ... | --annotations FILE] [options]\n"
-                      "       prego-bench {prepare,select,select-checker,replay} [options]")
+                      f"       prego-bench {{{','.join(SUBCOMMANDS)}}} [options]")
 
 
 def bench_parser() -> ArgumentParser:
@@ -489,6 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         from tgml.bench.prego_replay_cli import main as replay_main  # loaded only when asked
 
         return replay_main(argv[1:])
+    if argv and not argv[0].startswith("-"):  # the benchmark takes options only: a typo of a sub-command
+        # ("replya") was "unrecognized arguments: replya", though the usage lists the sub-commands.
+        raise unknown_command("prego-bench", argv[0], SUBCOMMANDS)
     return _bench(argv)
 
 

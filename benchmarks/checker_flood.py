@@ -155,7 +155,9 @@ def run_flood(kind: str, graph: str, seconds: float, victim_rate: float) -> dict
                     latency.append(time.time() - message.event_timestamp)
                 elif isinstance(message, CheckerHealth):
                     health = message
-        rss = peak_rss_mib(checker.process.pid)
+        pid = checker.process.pid
+        assert pid is not None  # CheckerProcess starts its process before it returns, so it has a pid
+        rss = peak_rss_mib(pid)
         viewer.close()
         publisher.sock.close()
     finally:

@@ -45,7 +45,7 @@ def write_videos(folder: Path, count: int, seconds: float) -> Path:
     """Camera-like videos (the demo upscaled to 640x480 at 30 fps) and their annotation file; returns the file."""
     source, segments = demo_video("correct")
     cap = cv2.VideoCapture(str(source))
-    frames = []
+    frames: list[np.ndarray] = []
     while len(frames) < int(seconds * 30):
         ok, bgr = cap.read()
         if not ok:

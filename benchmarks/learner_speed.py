@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -49,7 +49,7 @@ PREGO = {"assembly101-o": "assembly101", "epic-tent-o": "epic-tent"}
 PREGO_METHODS = ("do-ensemble", "noisy-and", "noisy-and-do")
 
 
-def seconds_per_call(calls: list[Callable[[], object]], repeats: int) -> float:
+def seconds_per_call(calls: Sequence[Callable[[], object]], repeats: int) -> float:
     """Mean wall time of the calls (each run ``repeats`` times) after one untimed warm-up call."""
     calls[0]()
     start = time.perf_counter()
@@ -74,10 +74,8 @@ def main() -> None:
         table.add_column(column, justify="left" if column == "data" else "right")
 
     procedures = load_procedures(data / "captaincook4d")
-    do_cc = [lambda p=p: train_do(p.sequences, p.step_ids, p.step_names, DEFAULT_CONFIG)
-             for p in procedures]
-    and_cc = [lambda p=p: train_noisy_and(p.sequences, p.step_ids, p.step_names, NoisyAndConfig())
-              for p in procedures]
+    do_cc = [partial(train_do, p.sequences, p.step_ids, p.step_names, DEFAULT_CONFIG) for p in procedures]
+    and_cc = [partial(train_noisy_and, p.sequences, p.step_ids, p.step_names, NoisyAndConfig()) for p in procedures]
     do_s, and_s = seconds_per_call(do_cc, args.repeats), seconds_per_call(and_cc, args.repeats)
     table.add_row("CaptainCook4D", str(len(procedures)), f"{do_s:.3f}", f"{and_s:.3f}", f"{and_s / do_s:.2f}")
 

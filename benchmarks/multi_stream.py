@@ -98,6 +98,11 @@ class LoopingCamera:
         self._cap.release()
 
 
+def looping_camera(video: str) -> Callable[[str | int], LoopingCamera]:
+    """A `LiveReader` ``open_capture`` that plays ``video`` on a loop, whatever target the reader names."""
+    return lambda _target: LoopingCamera(Path(video))
+
+
 def write_cameras(folder: Path, count: int) -> list[Path]:
     """``count`` camera files: the demo procedure upscaled to 640x480, each starting `CAMERA_SECONDS` later in it."""
     from streaming.demo.synthetic_video import demo_video
@@ -115,7 +120,7 @@ def write_cameras(folder: Path, count: int) -> list[Path]:
     paths = []
     for k in range(count):
         path = folder / f"camera{k}.mp4"
-        writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), CAMERA_FPS, CAMERA_SIZE)
+        writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), CAMERA_FPS, CAMERA_SIZE)
         start = (k * length // 3) % len(frames)
         for j in range(length):
             writer.write(frames[(start + j) % len(frames)])
@@ -192,7 +197,7 @@ def detector_process(videos: list[str], rate: float, seconds: float, endpoint: s
     started = time.monotonic()
     readers: list[VideoReader] = [
         LiveReader(Source("camera", k, f"bench-cam{k}"), ReaderConfig(fps=rate),
-                   open_capture=lambda _target, video=video: LoopingCamera(Path(video)))
+                   open_capture=looping_camera(video))
         for k, video in enumerate(videos)
     ]  # fmt: skip
     watch = _Watch(started + WARMUP_S)
@@ -202,7 +207,11 @@ def detector_process(videos: list[str], rate: float, seconds: float, endpoint: s
     def mark() -> None:
         marks.append((time.monotonic(), time.process_time()))
 
-    timers = [threading.Timer(WARMUP_S, mark), threading.Timer(WARMUP_S + seconds, lambda: (mark(), stop.set()))]
+    def mark_and_stop() -> None:
+        mark()
+        stop.set()
+
+    timers = [threading.Timer(WARMUP_S, mark), threading.Timer(WARMUP_S + seconds, mark_and_stop)]
     for timer in timers:
         timer.start()
     ids = tuple(f"p{os.getpid()}-cam{k}" for k in range(len(videos)))

@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -71,6 +71,26 @@ IDEAS: dict[str, tuple[tuple[str, float, bool], dict[str, Any]]] = {
 }
 
 
+class SeedRun(TypedDict):
+    """One training run of an idea: its seed and what it measured."""
+
+    seed: int
+    val_map: float
+    test_map: float
+    kept_epoch: int
+    seconds: float
+
+
+class IdeaRow(TypedDict):
+    """One idea's runs, as the table prints them and ``--json`` writes them."""
+
+    idea: str
+    extractor: str
+    fps: float
+    changes: dict[str, Any]
+    runs: list[SeedRun]
+
+
 def feature_folder(work: Path, dataset: Path, extractor: str, fps: float, copies: int, threads: int) -> Path:
     """Extract (or resume) one feature folder of the set; the set's ``split.json`` names the test videos."""
     test = json.loads((dataset / "split.json").read_text())["test"]
@@ -113,7 +133,7 @@ def main() -> int:
     chosen = [names[int(k) - 1] for k in args.ideas.split(",")] if args.ideas else names
     torch.set_num_threads(1)
     folders: dict[tuple[str, float], FeatureDataset] = {}
-    rows = []
+    rows: list[IdeaRow] = []
     for idea in chosen:
         (extractor, fps, cut), changes = IDEAS[idea]
         key = (extractor, fps)
@@ -122,7 +142,7 @@ def main() -> int:
             folder = feature_folder(work, args.set, extractor, fps, copies, args.threads)
             folders[key] = load_feature_dataset(folder, FeatureConfig(rgb=f"rgb_{extractor}", extractor=extractor))
         data = global_average_only(folders[key]) if cut else folders[key]
-        runs = []
+        runs: list[SeedRun] = []
         for seed in range(args.seeds):
             settings = SMALL_CPU_DETECTOR | {"seed": seed} | changes
             drop = settings.pop("drop_fitting", 0)
@@ -131,15 +151,16 @@ def main() -> int:
             seed_data = data
             if drop:
                 names = [v.name for v in data.train]
-                val = choose_validation_videos(names, config.val_fraction, seed=seed)
-                dropped = set(np.random.default_rng(seed).choice(sorted(set(names) - set(val)), drop, replace=False))
+                val_videos = choose_validation_videos(names, config.val_fraction, seed=seed)
+                fitting = sorted(set(names) - set(val_videos))
+                dropped = set(np.random.default_rng(seed).choice(fitting, drop, replace=False))
                 seed_data = replace(data, train=tuple(v for v in data.train if v.name not in dropped))
-                config = replace(config, val_videos=val)
+                config = replace(config, val_videos=val_videos)
             started = time.perf_counter()
             outcome = train_detector(seed_data, config, progress=False)
-            val = [e.val_map for e in outcome.curve if e.epoch == outcome.kept_epoch][0]
-            runs.append({"seed": seed, "val_map": val, "test_map": outcome.test_map, "kept_epoch": outcome.kept_epoch,
-                         "seconds": time.perf_counter() - started})
+            kept_val_map = [e.val_map for e in outcome.curve if e.epoch == outcome.kept_epoch][0]
+            runs.append({"seed": seed, "val_map": kept_val_map, "test_map": outcome.test_map,
+                         "kept_epoch": outcome.kept_epoch, "seconds": time.perf_counter() - started})
         rows.append({"idea": idea, "extractor": extractor, "fps": fps, "changes": changes, "runs": runs})
         val_maps = [r["val_map"] for r in runs if not np.isnan(r["val_map"])]
         print(f"{idea}: val {100 * np.mean(val_maps) if val_maps else float('nan'):.1f} "

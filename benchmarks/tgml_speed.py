@@ -89,8 +89,9 @@ def main() -> None:
     def fast_epoch() -> int:
         observed, targets, weights = epoch_rows(data, rng)
         _, loss = model(observed, targets, weights, config.beta)
+        assert loss is not None  # targets were given, so the model returned a loss
         opt.zero_grad()
-        loss.backward()  # type: ignore[union-attr]
+        loss.backward()
         opt.step()
         return int(weights.sum())
 

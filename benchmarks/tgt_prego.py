@@ -38,8 +38,8 @@ PUBLISHED = {("assembly101-o", "gt"): (62.8, 69.8, 55.7), ("epic-tent-o", "gt"):
 @exit_on_input_error
 def main() -> None:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
-    data = Path(os.environ.get("MISTAKE_DATA") or ROOT.parent / "shared" / "data")
-    parser.add_argument("--data", type=Path, default=data, help="data folder (default $MISTAKE_DATA)")
+    default_data = Path(os.environ.get("MISTAKE_DATA") or ROOT.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=default_data, help="data folder (default $MISTAKE_DATA)")
     parser.add_argument("--datasets", default="epic-tent-o,assembly101-o")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 42, 43, ... (default 3)")
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "tgt-text.toml")
@@ -54,7 +54,8 @@ def main() -> None:
     layout = resolve_data(args.data, datasets, segments=True)
     for name in datasets:
         data = load_dataset(layout, name)
-        runs: dict[str, list[tuple[float, float, float]]] = {"gt": [], "pred": []}
+        # None: a figure with nothing to count (flat_metrics).
+        runs: dict[str, list[tuple[float | None, float | None, float | None]]] = {"gt": [], "pred": []}
         started = time.perf_counter()
         for seed in range(42, 42 + args.seeds):
             graph = build_graph("tgt-text", data, settings, seed)
@@ -63,7 +64,7 @@ def main() -> None:
                 runs[mode].append((m["avg_f1"], m["correct_f1"], m["mistake_f1"]))
         seconds = (time.perf_counter() - started) / args.seeds
         for mode, values in runs.items():
-            table = np.array(values)
+            table = np.array(values, dtype=float)  # a None becomes NaN, so its mean says "nan", not a TypeError
             cells = "  ".join(f"{m:.1f} ± {s:.1f}" for m, s in zip(table.mean(0), table.std(0), strict=True))
             published = " / ".join(f"{v:.1f}" for v in PUBLISHED[(name, mode)])
             print(f"{name} {mode.upper()}: Avg / correct / mistake F1  {cells}  (published {published}), "

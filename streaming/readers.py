@@ -50,7 +50,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import cv2
 import numpy as np
@@ -833,6 +833,23 @@ def _stop_grab_threads() -> None:
         reader.join_grab_thread(max(0.0, deadline - time.monotonic()))
 
 
+class LiveCapture(Protocol):
+    """What `LiveReader` asks of a capture: the part of ``cv2.VideoCapture`` it calls, so that a test or a benchmark
+    can hand in its own camera."""
+
+    def isOpened(self) -> bool:  # noqa: N802 - the cv2.VideoCapture interface
+        """Whether the source is open."""
+
+    def grab(self) -> bool:
+        """Take the next frame off the source, without converting it."""
+
+    def retrieve(self) -> tuple[bool, np.ndarray]:
+        """Convert the frame last grabbed (BGR)."""
+
+    def release(self) -> None:
+        """Close the source."""
+
+
 class LiveReader(VideoReader):
     """Cameras and network streams through OpenCV: a grab thread takes every frame off the source and converts to
     colour only the one a waiting consumer will take (at 5 fps from a 30 fps camera, one in six).
@@ -859,7 +876,7 @@ class LiveReader(VideoReader):
         self,
         source: Source,
         config: ReaderConfig,
-        open_capture: Callable[[str | int], cv2.VideoCapture] | None = None,
+        open_capture: Callable[[str | int], LiveCapture] | None = None,
         clock: Callable[[], float] = time.monotonic,
         warn: Callable[[str], None] = print_warning,
     ) -> None:

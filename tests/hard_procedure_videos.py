@@ -138,10 +138,13 @@ def plan_executions(videos: int, seed: int) -> list[Plan]:
     kinds += [tail[k] for k in rng.permutation(held)]
     valid = valid_orders()
     cycle = [valid[k] for k in rng.permutation(len(valid))]
-    plans = []
+    plans: list[Plan] = []
     for k, kind in enumerate(kinds):
-        order = cycle[sum(p.violation is None for p in plans) % len(cycle)] if kind is None else None
-        plans.append(Plan(f"video_{k:02d}", order or violating_order(rng, *kind), kind, k >= train))
+        if kind is None:
+            order = cycle[sum(p.violation is None for p in plans) % len(cycle)]
+        else:
+            order = violating_order(rng, *kind)
+        plans.append(Plan(f"video_{k:02d}", order, kind, k >= train))
     return plans
 
 
@@ -265,8 +268,9 @@ class Layer:
 
     def __init__(self, x0: int, y0: int, x1: int, y1: int) -> None:
         self.x0, self.y0 = x0, y0
-        self.rgb = np.zeros((y1 - y0, x1 - x0, 3), np.float32)
-        self.alpha = np.zeros((y1 - y0, x1 - x0), np.float32)
+        # Plain arrays: the blur puts back what cv2.filter2D returns (float32 still, typed as any image).
+        self.rgb: Array = np.zeros((y1 - y0, x1 - x0, 3), np.float32)
+        self.alpha: Array = np.zeros((y1 - y0, x1 - x0), np.float32)
 
     def add(self, premult: Array, alpha: Array, where: Any = ...) -> None:
         """Put premultiplied colour with coverage ``alpha`` over the patch (or over the part ``where``)."""
@@ -650,6 +654,22 @@ class Script:
         change(self.plan)
 
 
+def coins_to(where: str) -> Callable[[Scene], None]:
+    """A change of the table: the coins go ``where`` (`Scene.coins`)."""
+    def change(scene: Scene) -> None:
+        scene.coins = where
+
+    return change
+
+
+def put_down(name: str, pose: tuple[float, float, float]) -> Callable[[Scene], None]:
+    """A change of the table: object ``name`` lies at ``pose`` (x, y, angle), on top of what is there."""
+    def change(scene: Scene) -> None:
+        scene.placed.update({name: pose})
+
+    return change
+
+
 def ease(n: int) -> Array:
     """``n`` samples of a smooth 0 -> 1 ramp (smoothstep): hands speed up and slow down."""
     s = np.linspace(0.0, 1.0, n) if n > 1 else np.ones(1)
@@ -731,10 +751,9 @@ def plan_step(script: Script, look: Look, rng: np.random.Generator, step: int, s
         put = hand.grip[release - 1] + d * 0.1 * look.palm
         if name == "coins":
             where = "inside" if script.plan.lid >= 0.5 else "lid"
-            script.at(release, lambda scene, w=where: setattr(scene, "coins", w))
+            script.at(release, coins_to(where))
         else:
-            pose = (float(put[0]), float(put[1]), angle)
-            script.at(release, lambda scene, n=name, p=pose: scene.placed.update({n: p}))
+            script.at(release, put_down(name, (float(put[0]), float(put[1]), angle)))
     else:
         bx, _, _ = look.layout["box"]
         x = bx + rng.uniform(-0.04, 0.04) * W
@@ -813,7 +832,7 @@ def plan_idle(script: Script, look: Look, rng: np.random.Generator, start: int, 
     if kind == "nudge":
         x, y, angle = script.plan.placed["cup"]
         moved = (x + rng.uniform(-0.012, 0.012) * W, y + rng.uniform(-0.012, 0.012) * W, angle + rng.uniform(-5, 5))
-        script.at(at + a + mid // 2, lambda scene, m=moved: scene.placed.update({"cup": m}))
+        script.at(at + a + mid // 2, put_down("cup", moved))
 
 
 def plan_execution(
@@ -915,7 +934,8 @@ def view_matrix(look: Look, optics: Optics, frame: int) -> Array:
 def expose(look: Look, optics: Optics, world: Array, frame: int, rng: np.random.Generator) -> Array:
     """What the camera records of the table at ``frame``: view, motion blur, focus, light, noise, JPEG (uint8 BGR)."""
     w, h = look.view
-    view = cv2.warpAffine(world, view_matrix(look, optics, frame), (w, h), flags=cv2.INTER_LINEAR,
+    # float32 like ``world``; cv2 types its result as any image, integer ones too, which += noise would not fit.
+    view: Array = cv2.warpAffine(world, view_matrix(look, optics, frame), (w, h), flags=cv2.INTER_LINEAR,
                           borderMode=cv2.BORDER_REFLECT)  # fmt: skip
     if look.clean:
         return cv2.cvtColor(np.clip(view + 0.5, 0, 255).astype(np.uint8), cv2.COLOR_RGB2BGR)
@@ -942,7 +962,9 @@ def expose(look: Look, optics: Optics, world: Array, frame: int, rng: np.random.
     bgr = cv2.cvtColor(view.astype(np.uint8), cv2.COLOR_RGB2BGR)
     ok, jpeg = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, look.jpeg_quality])
     assert ok
-    return cv2.imdecode(jpeg, cv2.IMREAD_COLOR)
+    decoded = cv2.imdecode(jpeg, cv2.IMREAD_COLOR)
+    assert decoded is not None  # the JPEG was encoded just above
+    return decoded
 
 
 # ----------------------------------------------------------------------------------------------------------------

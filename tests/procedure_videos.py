@@ -177,7 +177,9 @@ WALKTHROUGH_MISTAKE: Final = "video_11"  # attaches the legs before unboxing the
 
 def walkthrough_orders() -> dict[str, tuple[int, ...]]:
     """The 12 executions of the own-procedure walkthrough: 11 valid orders, then `WALKTHROUGH_MISTAKE`."""
-    orders = {f"video_{k:02d}": VALID_ORDERS[k % len(VALID_ORDERS)] for k in range(WALKTHROUGH_TRAIN + 1)}
+    orders: dict[str, tuple[int, ...]] = {
+        f"video_{k:02d}": VALID_ORDERS[k % len(VALID_ORDERS)] for k in range(WALKTHROUGH_TRAIN + 1)
+    }
     return orders | {WALKTHROUGH_MISTAKE: MISTAKE_ORDER}
 
 

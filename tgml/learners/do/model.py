@@ -8,6 +8,8 @@ S..E. ``Z = softmax(A)`` row-wise over the entries the mask allows; after traini
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 from torch import nn
@@ -55,7 +57,7 @@ def contrast_nodes(n_steps: int) -> torch.Tensor:
     return contrast
 
 
-def wrap(step_indices: np.ndarray | list[int], n_steps: int) -> list[int]:
+def wrap(step_indices: np.ndarray | Sequence[int], n_steps: int) -> list[int]:
     """``<β, S, y…, E, γ>`` for a sequence of key-step positions ``0..n-1`` (taxonomy order)."""
     return [BETA_NODE, START_NODE, *(int(i) + 2 for i in step_indices), n_steps + 2, n_steps + 3]
 

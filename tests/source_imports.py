@@ -24,9 +24,9 @@ def imports_of(path: Path) -> Iterator[tuple[str, bool, int]]:
     """
     tree = ast.parse(path.read_text(), filename=str(path))
     top_level = {id(node) for node in tree.body}
-    for node in tree.body:
-        if isinstance(node, ast.If | ast.Try):
-            top_level.update(id(child) for child in ast.walk(node))
+    for statement in tree.body:
+        if isinstance(statement, ast.If | ast.Try):
+            top_level.update(id(child) for child in ast.walk(statement))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:

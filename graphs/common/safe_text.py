@@ -114,7 +114,7 @@ NEAR_NAMES_LOOKED_AT: Final = 20  # file names `near_name_hint` looks for an ann
 NEAR_NAME_COMPARISONS: Final = 200_000  # and more while their comparisons stay under this (a fraction of a second)
 
 
-def near_name_hint(names: Sequence[str], unmatched: Iterable[str]) -> str:
+def near_name_hint(names: Iterable[str], unmatched: Iterable[str]) -> str:
     """The end of an error line for ``names`` (file names) missing from the annotation file, when some of them are
     close to an annotated name that has no file (``unmatched``): one recording named two ways ("" when none is).
 

@@ -27,7 +27,7 @@ def test_every_checker_of_the_table_is_built_by_its_name_and_answers_a_step() ->
 def test_a_checker_added_to_the_table_is_chosen_by_name_with_no_other_change(monkeypatch: pytest.MonkeyPatch) -> None:
     entry = CheckerEntry("strict-order", "graphs.checker_settings:binary_checker", "a test's checker",
                          order_rules=(LATE_STEP,))
-    monkeypatch.setitem(CHECKERS, entry.name, entry)  # type: ignore[arg-type]
+    monkeypatch.setitem(CHECKERS, entry.name, entry)
     checker = CheckerSettings("strict-order", order_rule=LATE_STEP).new(tea())
     assert isinstance(checker, PreconditionChecker) and checker.late_step
     with pytest.raises(InputError, match="--order-rule precondition needs --checker probabilistic or binary"):

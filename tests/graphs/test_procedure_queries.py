@@ -42,7 +42,8 @@ CHAIN[[1, 2, 3, 4], [0, 1, 2, 3]] = True  # A <- S, B <- A, C <- B, E <- C
 
 
 def weighted_graph(optional: list[float] | None = None) -> TaskGraph:
-    return TaskGraph((1, 2, 3), ("a", "b", "c"), CHAIN, Z, optional_scores=optional)
+    return TaskGraph((1, 2, 3), ("a", "b", "c"), CHAIN, Z,
+                     optional_scores=None if optional is None else np.array(optional))
 
 
 def test_single_precondition_probability_matches_the_hand_computed_table() -> None:
@@ -138,7 +139,8 @@ def binary_graph(optional: list[float] | None = None) -> TaskGraph:
     adj = np.zeros((6, 6), dtype=bool)
     for step, required in [(1, 0), (2, 1), (3, 1), (4, 1), (4, 3), (5, 2), (5, 4)]:
         adj[step, required] = True
-    return TaskGraph((1, 2, 3, 4), ("a", "b", "c", "d"), adj, optional_scores=optional)
+    return TaskGraph((1, 2, 3, 4), ("a", "b", "c", "d"), adj,
+                     optional_scores=None if optional is None else np.array(optional))
 
 
 def test_binary_rules_answer_from_the_pre_conditions() -> None:
@@ -225,6 +227,7 @@ def test_per_edge_probabilities_answer_with_the_noisy_and_rule() -> None:
 
 def test_an_edge_probability_of_one_gives_finite_answers() -> None:
     graph = _noisy_and_graph()
+    assert graph.weights is not None  # a noisy-AND graph has its edge probabilities
     theta = graph.weights.copy()
     theta[3, 1] = 1.0
     queries = ProcedureQueries(TaskGraph(graph.step_ids, graph.step_names, graph.adjacency, theta,

@@ -22,6 +22,7 @@ def test_round_trip_keeps_names_ids_weights_and_edges(tmp_path: Path, tent_graph
     assert loaded.step_names == tent_graph.step_names
     assert loaded.scenario == "tent" and loaded.info == {"method": "test"}
     np.testing.assert_array_equal(loaded.adjacency, tent_graph.adjacency)
+    assert loaded.weights is not None and tent_graph.weights is not None
     np.testing.assert_allclose(loaded.weights, tent_graph.weights)
 
 
@@ -237,4 +238,5 @@ def test_weights_read_as_probabilities_outside_0_1_are_refused_naming_the_cell(
         with pytest.raises(InputError, match=cell):
             load_graph(path)
     else:
-        assert load_graph(path).weights[1, 2] == pytest.approx(value)
+        read = load_graph(path).weights
+        assert read is not None and read[1, 2] == pytest.approx(value)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 
 from graphs.common.safe_text import first_few, shows_nothing, wrap_words
@@ -45,9 +47,9 @@ def test_near_name_hint_looks_at_a_few_names_in_order(monkeypatch: pytest.Monkey
     compared: list[str] = []
     real = difflib.get_close_matches
 
-    def counted(word: str, *args: object, **kwargs: object) -> list[str]:
+    def counted(word: str, possibilities: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
         compared.append(word)
-        return real(word, *args, **kwargs)  # type: ignore[arg-type]
+        return real(word, possibilities, n, cutoff)
 
     monkeypatch.setattr(difflib, "get_close_matches", counted)
     files = {f"clip_{k:04d}" for k in range(1000)} | {"eggs_01"}

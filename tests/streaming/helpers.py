@@ -130,9 +130,9 @@ def running_checker(tmp_path: Path, sinks: Sequence[Any] = (), graph: TaskGraph 
     """
     ctx = zmq.Context()
     stop = threading.Event()
-    kept = {} if log is None else {"log": lambda line, *_args, **_fields: log.append(line)}
+    kept = None if log is None else lambda line, *_args, **_fields: log.append(line)
     service = CheckerService(graph or tea_graph(), CheckerConfig(f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out",
-                                                                 **config), ctx, sinks=sinks, **kept)
+                                                                 **config), ctx, log=kept, sinks=sinks)
     thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
     thread.start()
     try:
@@ -169,7 +169,7 @@ def write_noise_video(path: Path, frames: int = 60, size: tuple[int, int] = (64,
         size: ``(width, height)``.
         fourcc: the codec.
     """
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), 30.0, size)
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*fourcc), 30.0, size)
     assert writer.isOpened()
     rng = np.random.default_rng(0)
     for _ in range(frames):

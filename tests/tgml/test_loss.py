@@ -21,8 +21,9 @@ def reference_loss(z: torch.Tensor, sequences: list[list[int]], contrast: list[i
         for t in range(1, len(seq) - 1):
             seen = seq[:t]
             unseen = [h for h in contrast if h not in seen]
-            numerator = sum(z[seq[t], j] + eps for j in seen)
-            denominator = sum(z[h, j] + eps for h in unseen for j in seen)
+            # A tensor start, so that the sums are tensors (seen is never empty: the start adds nothing).
+            numerator = sum((z[seq[t], j] + eps for j in seen), z.new_zeros(()))
+            denominator = sum((z[h, j] + eps for h in unseen for j in seen), z.new_zeros(()))
             total = total - (torch.log(numerator) - beta * torch.log(denominator))
     return total
 

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from graphs.task_graph import TaskGraph, load_graph, save_graph
 from tests.cli_errors import cli_error
 from tgml.tgml_cli import main
 
-TINY = {
+TINY: dict[str, Any] = {  # a JSON document, which tests copy and edit
     "annotations": {
         "v1": {"scenario": "tea", "recording_id": "v1", "segments": [{"step_id": 1}, {"step_id": 2}, {"step_id": 3}]},
         "v2": {"scenario": "tea", "recording_id": "v2", "segments": [{"step_id": 1}, {"step_id": 3}, {"step_id": 2}]},
@@ -435,7 +436,7 @@ def test_train_learns_the_one_scenario_of_a_file_without_being_told_and_asks_whi
     assert main(["train", "--annotations", str(write(tmp_path / "one.json", TINY)), "--out", str(out), "--quiet"]) == 0
     assert load_graph(out).scenario == "tea"
     capsys.readouterr()  # its warning: two executions only
-    both = {**TINY, "annotations": {**TINY["annotations"], "c1": {  # type: ignore[dict-item]
+    both = {**TINY, "annotations": {**TINY["annotations"], "c1": {
         "scenario": "coffee", "recording_id": "c1", "segments": [{"step_id": 7}]}}}
     two = write(tmp_path / "two.json", both)
     err = cli_error(main, ["train", "--annotations", str(two), "--out", str(tmp_path / "x.json"), "--quiet"], capsys)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from graphs.annotations import TrainingVideos, load_annotations
-from graphs.task_graph import START, load_graph
+from graphs.task_graph import START, Node, load_graph
 from tests.cli_errors import cli_error
 from tests.procedure_videos import MISTAKE_STEP, PRECONDITIONS, SCENARIO, annotation_file, walkthrough_orders
 from tgml.tgml_cli import main as tgml
@@ -29,7 +29,7 @@ def labels(tmp_path: Path) -> Path:
     return path
 
 
-def _train(labels: Path, out: Path, *flags: str) -> list[str]:
+def _train(labels: Path, out: Path, *flags: str) -> list[Node]:
     assert tgml(["train", "--annotations", str(labels), "--scenario", SCENARIO, "--out", str(out), "--quiet",
                  *flags]) == 0  # fmt: skip
     return sorted(load_graph(out).preconditions(MISTAKE_STEP), key=str)

@@ -65,6 +65,7 @@ def test_ensemble_scores_the_post_processed_mean_of_its_members(data_dir: Path) 
     assert len(result.runs) == 1 and result.to_dict()["ensemble"] == 2
     members = [train_do(procedure.sequences, procedure.step_ids, procedure.step_names,
                                 dataclasses.replace(config, seed=s), "coffee").graph for s in member_seeds(3, 2)]
+    assert members[0].weights is not None and members[1].weights is not None
     mean = (members[0].weights + members[1].weights) / 2
     adjacency = binarize(mean, present_steps(procedure.step_ids, procedure.sequences), relaxed=False)
     expected = compare_graphs(TaskGraph(procedure.step_ids, procedure.step_names, adjacency), procedure.ground_truth)

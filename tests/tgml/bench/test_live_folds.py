@@ -25,6 +25,7 @@ def test_a_fold_whose_test_and_validation_recordings_are_every_graph_recording_s
     # and drew the fifth for validation: its validation graph had nothing to learn from, and the run stopped with
     # "no usable sequence (5 excluded by --exclude-videos)", an option bench-live does not have.
     out = tmp_path / "live.json"
+    code: str | int | None  # main's status, or SystemExit's code
     try:
         code = main(["bench-live", "--data", str(data_dir), "--recipes", "pinwheels", "--folds", "2", "--seed", "65",
                      "--epochs", "1", "--live-graph", "learned", "--workers", "1", "--quiet", "--json", str(out)])

@@ -39,7 +39,7 @@ CHAIN = [p for p in itertools.permutations([A, B, C, D]) if p.index(A) < p.index
 )
 def test_config_rejects_bad_values_naming_field_and_value(field: str, value: object) -> None:
     with pytest.raises(InputError, match=re.escape(f"DOConfig.{field} = {as_written(value)}")):
-        DOConfig(**{field: value})
+        DOConfig(**{field: value})  # type: ignore[arg-type]  # ill-typed on purpose: the config's own checks are tested
 
 
 def test_edge_threshold_rules_cut_where_documented() -> None:
@@ -81,11 +81,13 @@ def test_same_seed_gives_identical_graph_and_other_seed_other_weights(tmp_path: 
     one = train_do(seqs, IDS, NAMES, config)
     two = train_do(seqs, IDS, NAMES, config)
     other = train_do(seqs, IDS, NAMES, dataclasses.replace(config, seed=4))
+    assert one.graph.weights is not None and two.graph.weights is not None and other.graph.weights is not None
     assert np.array_equal(one.graph.weights, two.graph.weights)
     assert np.array_equal(one.graph.adjacency, two.graph.adjacency)
     assert not np.array_equal(one.graph.weights, other.graph.weights)
     save_graph(one.graph, tmp_path / "g.json")
     again = load_graph(tmp_path / "g.json")
+    assert again.weights is not None
     assert again.edges() == one.graph.edges() and np.allclose(again.weights, one.graph.weights)
 
 

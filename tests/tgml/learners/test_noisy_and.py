@@ -16,7 +16,7 @@ from graphs.checker import PreconditionChecker, precondition_violations
 from graphs.common.errors import InputError
 from graphs.common.settings_files import as_written
 from graphs.procedure_queries import log_not_required
-from graphs.task_graph import END, START
+from graphs.task_graph import END, START, Node
 from streaming.demo.procedure import PRECONDITIONS, SCENARIO, STEP_IDS
 from tgml.bench import prego
 from tgml.learners.do.train import build_training_set
@@ -138,7 +138,8 @@ def test_demo_pour_water_keeps_both_of_its_preconditions() -> None:
                                     NoisyAndConfig())
     graph = result.graph
     for step in STEP_IDS:
-        assert graph.preconditions(step) == (set(PRECONDITIONS[step]) or {START}), step
+        expected: set[Node] = set(PRECONDITIONS[step]) or {START}
+        assert graph.preconditions(step) == expected, step
     assert graph.info["method"] == "noisy-and" and result.sequence_accuracy == 1.0
 
 
@@ -200,6 +201,7 @@ def test_assembly101_o_steps_keep_preconditions_with_the_default_settings(data_d
 def test_same_seed_same_graph() -> None:
     a = train_noisy_and(SANDWICH_ORDERS, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig(epochs=40)).graph
     b = train_noisy_and(SANDWICH_ORDERS, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig(epochs=40)).graph
+    assert a.weights is not None and b.weights is not None
     assert np.array_equal(a.weights, b.weights) and a.edges() == b.edges()
 
 
@@ -220,7 +222,7 @@ def test_refuses_sequences_it_cannot_learn_from() -> None:
 )
 def test_config_rejects_bad_values_naming_field_and_value(field: str, value: object) -> None:
     with pytest.raises(InputError, match=re.escape(f"NoisyAndConfig.{field} = {as_written(value)}")):
-        NoisyAndConfig(**{field: value})
+        NoisyAndConfig(**{field: value})  # type: ignore[arg-type]  # ill-typed on purpose: the config's checks are tested
 
 
 def test_config_file_and_settings_table(tmp_path: Path) -> None:
@@ -264,7 +266,7 @@ def test_benchmark_builder_learns_from_the_training_split_only(epic: prego.Bench
     assert graph.step_ids == epic.step_ids and graph.scenario == epic.scenario
     assert graph.info["config"]["epochs"] == 60 and graph.info["train_sequences"] == len(epic.train)
     scores = prego.evaluate_graph(graph, prego.mode_sequences(epic, "gt"))
-    assert 0 < scores.avg_f1 <= 100
+    assert scores.avg_f1 is not None and 0 < scores.avg_f1 <= 100
     with pytest.raises(InputError, match="unknown setting 'ensemble_size'"):
         prego.build_graph("noisy-and", epic, {"ensemble_size": 5}, seed=1)
 
@@ -302,4 +304,5 @@ def test_optional_scores_are_the_same_when_the_likelihoods_come_in_small_batches
     monkeypatch.setattr(procedure_queries, "LIKELIHOOD_BATCH_CELLS", 1)  # one execution a call
     batched = train_noisy_and(executions, SANDWICH_IDS, SANDWICH_NAMES, NoisyAndConfig(epochs=40)).graph
     assert len(calls) > 2
+    assert batched.optional_scores is not None and whole.optional_scores is not None
     np.testing.assert_allclose(batched.optional_scores, whole.optional_scores)

@@ -43,7 +43,8 @@ def coffee_embeddings() -> np.ndarray:
     return text_embeddings.encode_texts(list(STEPS.values()))
 
 
-def annotations(path: Path) -> Path:
+def ann_file(path: Path) -> Path:
+    """Write an annotation file of the coffee executions `ORDERS` at ``path``."""
     videos = {f"v{k}": {"scenario": "coffee", "recording_id": f"v{k}", "segments": [{"step_id": s} for s in order]}
               for k, order in enumerate(ORDERS)}
     taxonomy = {"coffee": {str(i): {"name": name, "id": i} for i, name in STEPS.items()}}
@@ -74,6 +75,7 @@ def test_the_same_seed_gives_the_same_graph_and_the_benchmark_builder_agrees(cof
     first = train_tgt_text(ORDERS, list(STEPS), list(STEPS.values()), config, "coffee",
                                  embeddings=coffee_embeddings).graph
     built = build_graph("tgt-text", Split(), {"epochs": 100}, seed=7, epochs=30)  # type: ignore[arg-type]
+    assert first.weights is not None and built.weights is not None
     assert np.allclose(first.weights, built.weights, atol=1e-5) and np.array_equal(first.adjacency, built.adjacency)
     with pytest.raises(InputError, match="unknown setting 'width_typo'"):
         build_graph("tgt-text", Split(), {"width_typo": 3}, seed=7)  # type: ignore[arg-type]
@@ -96,14 +98,15 @@ def test_embeddings_are_cached_and_a_damaged_entry_is_recomputed(own_cache: Path
     entry.write_bytes(entry.read_bytes()[:40])
     assert read_cached(entry, texts, text_embeddings.DEFAULT_ENCODER) is None
     assert np.allclose(step_embeddings(texts), coffee_embeddings, atol=1e-5)
-    assert np.allclose(read_cached(entry, texts, text_embeddings.DEFAULT_ENCODER), coffee_embeddings, atol=1e-5)
+    repaired = read_cached(entry, texts, text_embeddings.DEFAULT_ENCODER)
+    assert repaired is not None and np.allclose(repaired, coffee_embeddings, atol=1e-5)
     write_cached(entry, texts[::-1], text_embeddings.DEFAULT_ENCODER, marked)
     assert read_cached(entry, texts, text_embeddings.DEFAULT_ENCODER) is None
     assert cache_path(texts[::-1], text_embeddings.DEFAULT_ENCODER) != entry
 
 
 def test_tgml_train_tgt_text_writes_a_graph(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    ann = annotations(tmp_path / "ann.json")
+    ann = ann_file(tmp_path / "ann.json")
     cfg = tmp_path / "tgt.toml"
     cfg.write_text("epochs = 40\nwidth = 32\n")
     out = tmp_path / "coffee.json"
@@ -124,7 +127,7 @@ def test_a_missing_text_extra_is_one_error_line(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     text_embeddings.load_encoder.cache_clear()
     out = tmp_path / "g.json"
-    err = cli_error(main, ["train", "--annotations", str(annotations(tmp_path / "ann.json")), "--scenario", "coffee",
+    err = cli_error(main, ["train", "--annotations", str(ann_file(tmp_path / "ann.json")), "--scenario", "coffee",
                            "--out", str(out), "--method", "tgt-text", "--quiet"], capsys)
     text_embeddings.load_encoder.cache_clear()
     assert "optional extra 'text'" in err and "pip install 'mistake-detection[text]'" in err
@@ -142,7 +145,7 @@ def test_a_text_extra_too_old_to_import_is_told_as_such(tmp_path: Path, monkeypa
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.delitem(sys.modules, "sentence_transformers", raising=False)
     text_embeddings.load_encoder.cache_clear()
-    err = cli_error(main, ["train", "--annotations", str(annotations(tmp_path / "ann.json")), "--scenario", "coffee",
+    err = cli_error(main, ["train", "--annotations", str(ann_file(tmp_path / "ann.json")), "--scenario", "coffee",
                            "--out", str(tmp_path / "g.json"), "--method", "tgt-text", "--quiet"], capsys)
     text_embeddings.load_encoder.cache_clear()
     assert err.startswith("error: the tgt-text learner: sentence_transformers is installed but does not import "
@@ -156,7 +159,7 @@ def test_an_encoder_that_cannot_be_loaded_is_one_error_line(tmp_path: Path, caps
     (not_a_model / "config.json").write_text("{broken")
     cfg = tmp_path / "tgt.toml"
     cfg.write_text(f"encoder = {json.dumps(str(not_a_model))}\n")
-    err = cli_error(main, ["train", "--annotations", str(annotations(tmp_path / "ann.json")), "--scenario", "coffee",
+    err = cli_error(main, ["train", "--annotations", str(ann_file(tmp_path / "ann.json")), "--scenario", "coffee",
                            "--out", str(tmp_path / "g.json"), "--method", "tgt-text", "--config", str(cfg), "--quiet"],
                     capsys)
     assert f"text encoder '{not_a_model}': cannot be loaded" in err

@@ -380,7 +380,9 @@ class OnlineSegmenter:
         return self._step_of(short.label), short.start / self.config.fps
 
     # -- input -----------------------------------------------------------------------------------
-    def update(self, probs_or_label: int | np.ndarray | torch.Tensor | Sequence[float]) -> list[SegmentEvent]:
+    def update(
+        self, probs_or_label: int | np.integer | np.ndarray | torch.Tensor | Sequence[float]
+    ) -> list[SegmentEvent]:
         """Feed the next frame; only the confirmed segments come back (`update_events` adds the onsets).
 
         Args:
@@ -392,7 +394,7 @@ class OnlineSegmenter:
         return _segments(self.update_events(probs_or_label))
 
     def update_events(
-        self, probs_or_label: int | np.ndarray | torch.Tensor | Sequence[float]
+        self, probs_or_label: int | np.integer | np.ndarray | torch.Tensor | Sequence[float]
     ) -> list[SegmentEvent | OnsetEvent]:
         """Feed the next frame.
 

@@ -279,8 +279,9 @@ def test_a_done_head_speaks_for_a_step_whose_action_was_never_caught() -> None:
     tracker = EvidenceTracker(4, 3)
     for row in validation["v0"][0]:
         tracker.update(row)
-    assert tracker.state_before(0, [1, 2, 3]).tolist() == [0.0, 0.0, 0.0]
-    assert tracker.state_before(tracker.frame, [3]).tolist() == [0.95]
+    first, last = tracker.state_before(0, [1, 2, 3]), tracker.state_before(tracker.frame, [3])
+    assert first is not None and first.tolist() == [0.0, 0.0, 0.0]
+    assert last is not None and last.tolist() == [0.95]
     assert EvidenceTracker(4, 3).state_before(5, [1]) is None  # no done head: no state
 
 

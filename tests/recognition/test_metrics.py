@@ -40,8 +40,8 @@ def test_tied_scores_are_one_threshold_whatever_the_frame_order() -> None:
     # Saturated float32 probabilities tie (many frames at exactly 1.0). Ties were broken by frame index, so
     # the AP depended on where the positive frames happened to sit: 1.0 one way round, 0.5 the other.
     scores = np.array([[1.0], [1.0], [0.2]])
-    for positives in ([[True], [False], [False]], [[False], [True], [False]]):
-        assert average_precision(scores, np.array(positives))[0] == pytest.approx(0.5)
+    for column in ([[True], [False], [False]], [[False], [True], [False]]):
+        assert average_precision(scores, np.array(column))[0] == pytest.approx(0.5)
     # two tie groups: {0.9 x3: 2 positives}, {0.1 x2: 1 positive}; AP = 2/3 * 2/3 + 1/3 * 3/5
     scores = np.array([[0.9], [0.1], [0.9], [0.1], [0.9]])
     positives = np.array([[True], [True], [False], [False], [True]])

@@ -105,9 +105,9 @@ def test_a_class_confirms_after_its_own_duration() -> None:
     assert _steps(segment_labels(labels, CFG)) == [1, 2, 4]
     assert _steps(segment_labels(labels, per_class)) == [1, 4]
     seg = OnlineSegmenter(replace(per_class, onset_frames=5))
-    events = [e for label in labels for e in seg.update_events(label)] + seg.flush_events()
-    assert [(e.step, e.withdrawn) for e in events if isinstance(e, OnsetEvent) and e.step == 2] == [(2, False),
-                                                                                                  (2, True)]
+    announced = [e for label in labels for e in seg.update_events(label)] + seg.flush_events()
+    assert [(e.step, e.withdrawn) for e in announced if isinstance(e, OnsetEvent) and e.step == 2] == [(2, False),
+                                                                                                     (2, True)]
     # frame by frame and run by run agree; labels beyond the tuple use min_duration
     for config in (per_class, replace(CFG, class_min_duration=(0.5, 1.0))):
         for labels in (_labels((1, 40), (2, 15), (3, 15), (1, 40)), _labels((3, 12), (2, 25), (4, 30))):

@@ -82,7 +82,7 @@ class RecordingProgress(Progress):
         super().__init__(disable=True)
         self.seen: list[tuple[float, float | None]] = []
 
-    def update(self, task_id: TaskID, **changes: object) -> None:  # type: ignore[override]
+    def update(self, task_id: TaskID, **changes: object) -> None:
         super().update(task_id, **changes)  # type: ignore[arg-type]
         task = self._tasks[task_id]
         self.seen.append((task.completed, task.total))
@@ -111,7 +111,7 @@ class StoppingProgress(Progress):
         self.per_epoch: float | None = None
         self.sent = False
 
-    def update(self, task_id: TaskID, **changes: object) -> None:  # type: ignore[override]
+    def update(self, task_id: TaskID, **changes: object) -> None:
         super().update(task_id, **changes)  # type: ignore[arg-type]
         task = self._tasks[task_id]
         if self.per_epoch is None and task.total:

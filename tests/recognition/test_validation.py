@@ -240,7 +240,9 @@ def test_a_validation_map_at_either_end_of_its_axis_is_drawn(score: float, tmp_p
     from recognition.learning_curve import EpochScores, plot_curve
 
     curve = [EpochScores(e, 2.0 / e, 1.0 / e, score) for e in range(1, 21)]
-    drawn = cv2.imread(str(plot_curve(curve, 20, tmp_path / "curve.png")))[..., ::-1].astype(int)  # BGR -> RGB
+    image = cv2.imread(str(plot_curve(curve, 20, tmp_path / "curve.png")))
+    assert image is not None
+    drawn = image[..., ::-1].astype(int)  # BGR -> RGB
     green = np.abs(drawn - np.array([44, 160, 44])).sum(axis=2) < 60  # matplotlib's tab:green
     legend_rows = drawn.shape[0] // 10  # the legend's own green sample sits above the axes
     assert green[legend_rows:].sum() > 200

@@ -789,7 +789,7 @@ def _events_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
     return events
 
 
-def render(state: ViewState, fit: bool = False, closing: bool = False) -> RenderableType:
+def render(state: ViewState, fit: bool = False, closing: bool = False) -> Group:
     """Draw the state: a table of streams and a verdict line per ended stream, the alert log, the steps ended sessions
     never did, the verdicts of the last ended sessions whose rows were let go, the streams' latency per stage, the
     recent key-steps.

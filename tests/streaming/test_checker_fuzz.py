@@ -228,8 +228,8 @@ def test_checker_survives_10000_mutated_messages_and_still_alerts_a_real_detecto
         viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
         graph, detector = default_demo_paths()
         source = StreamSource("demo", str(graph), str(detector), reader=ReaderConfig(realtime=False))
-        config = PipelineConfig((source,), DetectorConfig(stream_id="real", connect=service.events_endpoint))
-        with build_pipeline(config, ctx=ctx) as real:
+        pipeline = PipelineConfig((source,), DetectorConfig(stream_id="real", connect=service.events_endpoint))
+        with build_pipeline(pipeline, ctx=ctx) as real:
             # The fuzz streams fill slots until they are lost (1 s here): keep the real stream talking meanwhile.
             [stream] = real.streams
             assert wait_for(lambda: "real" in viewer.state.streams, 15.0,

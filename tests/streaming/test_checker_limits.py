@@ -7,7 +7,7 @@ import errno
 import json
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -513,8 +513,15 @@ def test_a_checker_out_of_file_handles_when_a_flood_reopens_its_socket_keeps_its
         def listen() -> None:
             got.extend(viewer.poll(50))
 
+        def beat_and_listen(history: tuple[int, ...]) -> Callable[[], None]:
+            def step() -> None:
+                detector.send(beat("kitchen", seq=next(seq), history=history))
+                listen()
+
+            return step
+
         assert wait_for(lambda: any(isinstance(m, Status) and m.stream_id == "kitchen" for m in got), 15,
-                        lambda: (detector.send(beat("kitchen", seq=next(seq), history=(1,))), listen()))
+                        beat_and_listen((1,)))
         peer = ctx.socket(zmq.XSUB)
         peer.setsockopt(zmq.LINGER, 0)
         peer.setsockopt(zmq.SNDHWM, 0)  # queue them all: a full queue drops
@@ -538,7 +545,7 @@ def test_a_checker_out_of_file_handles_when_a_flood_reopens_its_socket_keeps_its
         got.clear()
         assert wait_for(lambda: any(isinstance(m, Status) and m.stream_id == "kitchen" and m.done == (1, 2)
                                     for m in got), 30,
-                        lambda: (detector.send(beat("kitchen", seq=next(seq), history=(1, 2))), listen()))
+                        beat_and_listen((1, 2)))
         assert wait_for(lambda: any(isinstance(m, CheckerHealth) and m.streams == 1 and m.malformed == 1
                                     for m in got), 10, listen)
         viewer.sock.close()
@@ -566,13 +573,15 @@ class SocketsRunOut(zmq.Context):
         super().__init__()
         self.made = []
 
-    def socket(self, socket_type: int, *args: object, **kwargs: object) -> zmq.Socket:
+    def socket(  # zmq.Context.socket's own parameters
+        self, socket_type: int, socket_class: Callable[[SocketsRunOut, int], zmq.Socket] | None = None, **kwargs: object
+    ) -> zmq.Socket:
         if self.left is not None:
             if self.left == 0:
                 self.refused += 1
                 raise zmq.ZMQError(errno.EMFILE)
             self.left -= 1
-        sock = super().socket(socket_type, *args, **kwargs)
+        sock = super().socket(socket_type, socket_class, **kwargs)
         self.made.append(sock)
         return sock
 
@@ -680,8 +689,8 @@ def test_a_checker_that_cannot_make_its_sockets_again_after_a_key_is_revoked_kee
     thread.start()
     try:
         viewer = Viewer(peers, service.alerts_endpoint, ViewState(), jsonl=False, curve=client("viewer"))
-        events = EventPublisher(Publisher(connect(peers, zmq.PUB, service.events_endpoint, wait_s=5.0,
-                                                  curve=client("cam0"))), "cam0")
+        publisher = Publisher(connect(peers, zmq.PUB, service.events_endpoint, wait_s=5.0, curve=client("cam0")))
+        events = EventPublisher(publisher, "cam0")
         events.keystep(MISTAKE[0], name_of(MISTAKE[0]), 0.0, 1.0, 0.9)
         assert wait_for(lambda: "cam0" in viewer.state.streams, 10.0,
                         lambda: (events.heartbeat(None, 0, 0, 0.0), viewer.pump(20)))
@@ -701,7 +710,7 @@ def test_a_checker_that_cannot_make_its_sockets_again_after_a_key_is_revoked_kee
         assert wait_for(lambda: viewer.state.streams["cam0"].done == tuple(MISTAKE[:2]), 15.0,
                         lambda: (events.heartbeat(None, 0, 0, 0.0), viewer.pump(20)))
         viewer.close()
-        events.publisher.sock.close()
+        publisher.sock.close()
     finally:
         stop.set()
         thread.join(5)

@@ -217,6 +217,7 @@ def test_checker_killed_and_restarted_mid_stream_loses_nothing(tmp_path: Path) -
         assert wait_for(lambda: len(state.streams["cam0"].done) == 2, 10.0, lambda: viewer.pump(20))
         assert len(state.alerts) == 1
 
+        assert checker.process.pid is not None  # CheckerProcess starts its process before it returns
         os.kill(checker.process.pid, signal.SIGKILL)  # no goodbye, no flush
         checker.process.join(5)
         for step in steps[2:4]:  # sent while nobody listens: lost on the wire
@@ -367,8 +368,9 @@ def test_the_checker_command_logs_a_line_when_a_stream_comes_is_lost_comes_back_
             "--stream-timeout", "1"]
     proc = subprocess.Popen([*STREAM_DETECT, *args], stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
-    assert proc.stderr is not None
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+    stderr = proc.stderr
+    assert stderr is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(stderr.readline, "")), daemon=True)
     reader.start()
     ctx = zmq.Context()
     try:

@@ -232,8 +232,11 @@ def test_the_checker_command_posts_once_an_alert_it_rebuilt_from_a_history(tmp_p
             camera.publisher = link
             seen: list[Message] = []
             # The rebuilt alert, then at least two of the checker's periodic re-sends of it.
-            assert wait_for(lambda: sum(isinstance(m, Alert) for m in seen) >= 3, 10.0,
-                            lambda: (camera.heartbeat(None, 0, 0, 0.0), seen.extend(viewer.pump(20))))
+            def beat_and_look() -> None:
+                camera.heartbeat(None, 0, 0, 0.0)
+                seen.extend(viewer.pump(20))
+
+            assert wait_for(lambda: sum(isinstance(m, Alert) for m in seen) >= 3, 10.0, beat_and_look)
             assert wait_for(lambda: len(server.bodies) >= 1, 10.0)  # type: ignore[attr-defined]
             proc.send_signal(signal.SIGTERM)
             _, err = proc.communicate(timeout=20)

@@ -410,8 +410,12 @@ def test_a_key_dropped_into_the_folder_lets_its_camera_in_and_a_removed_one_cuts
     # cam7 keeps sending until the allowed viewer, which came back by itself after the checker re-opened its sockets,
     # has heard the checker's periodic health twice: nothing of cam7's got in meanwhile.
     heard: list[object] = []
-    assert wait_for(lambda: sum(isinstance(m, CheckerHealth) for m in heard) >= 2, 10.0,
-                    lambda: (events.heartbeat(None, 0, 0, 0), heard.extend(viewer.pump(50))))
+
+    def beat_and_hear() -> None:
+        events.heartbeat(None, 0, 0, 0)
+        heard.extend(viewer.pump(50))
+
+    assert wait_for(lambda: sum(isinstance(m, CheckerHealth) for m in heard) >= 2, 10.0, beat_and_hear)
     assert service.receiver.stats.received == received
     viewer.close()
     sock.close()
@@ -710,8 +714,12 @@ def key_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     read: list[str] = []
     load = curve_keys.load_client_key
-    monkeypatch.setattr(curve_keys, "load_client_key",
-                        lambda path, *args: read.append(Path(path).name) or load(path, *args))
+
+    def counted(path: str | Path, option: str = "--curve-clients") -> bytes:
+        read.append(Path(path).name)
+        return load(path, option)
+
+    monkeypatch.setattr(curve_keys, "load_client_key", counted)
     return read
 
 
@@ -877,8 +885,12 @@ def test_a_dangling_key_link_leaves_a_running_checkers_clients_connected(tmp_pat
         # Waits for the checker's look at the folder since the link (a line about it), whatever that look did.
         assert wait_for(lambda: any(str(keys / "clients") in line for line in lines), 10.0)
         heard: list[object] = []
-        assert wait_for(lambda: any(isinstance(m, Alert) for m in heard), 10.0,
-                        lambda: (send_mistake(events), heard.extend(viewer.pump(20))))
+
+        def send_and_hear() -> None:
+            send_mistake(events)
+            heard.extend(viewer.pump(20))
+
+        assert wait_for(lambda: any(isinstance(m, Alert) for m in heard), 10.0, send_and_hear)
         assert service.core.counts["denied"] == denied
         connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0, curve=client(keys, "cam1")).close()
         assert [line for line in lines if str(keys / "clients") in line] == [
@@ -931,6 +943,7 @@ def test_checker_killed_and_restarted_mid_stream_loses_nothing_with_curve(tmp_pa
         for step in steps[:2]:
             events.keystep(step, "x", 0.0, 1.0, 0.9)
         assert wait_for(lambda: len(state.streams["cam0"].done) == 2, 10.0, lambda: viewer.pump(20))
+        assert checker.process.pid is not None  # CheckerProcess starts its process before it returns
         os.kill(checker.process.pid, signal.SIGKILL)
         checker.process.join(5)
         for step in steps[2:4]:

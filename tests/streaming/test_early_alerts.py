@@ -12,7 +12,17 @@ from graphs.checker_settings import CheckerSettings
 from streaming.checker.core import CheckerCore
 from streaming.checker.streams import MAX_EARLY
 from streaming.demo.procedure import STEP_IDS, name_of
-from streaming.messages import Alert, KeyStepOnset, MessageError, Retraction, Status, decode, encode, run_of
+from streaming.messages import (
+    Alert,
+    KeyStepOnset,
+    MessageError,
+    MissingSteps,
+    Retraction,
+    Status,
+    decode,
+    encode,
+    run_of,
+)
 from streaming.view.render import render
 from streaming.view.state import ViewState
 from tests.streaming.helpers import beat, keystep, tea_graph
@@ -198,7 +208,7 @@ def test_a_session_that_ended_changes_nothing_when_it_speaks_again() -> None:
     core = CheckerCore(tea_graph())
     served(core, keystep((GET_CUP,), 0))
     [report] = [m for m in core.handle(beat(seq=1, history=(GET_CUP,), ended=True)) if not isinstance(m, Status)]
-    assert FILL in report.missing
+    assert isinstance(report, MissingSteps) and FILL in report.missing
     assert served(core, keystep((GET_CUP, FILL), 2)) == []
     assert served(core, onset((GET_CUP,), BOIL, 3)) == []
     assert core.streams["cam0"].ended and core.streams["cam0"].applied == (GET_CUP,)

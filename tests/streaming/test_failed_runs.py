@@ -74,7 +74,7 @@ def _script(module: torch.nn.Module, path: Path) -> Path:
 
 
 def _video(path: Path, dark_s: float, bright_s: float, fps: int = 30) -> Path:
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (64, 48))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), fps, (64, 48))
     for k in range(int((dark_s + bright_s) * fps)):
         writer.write(np.full((48, 64, 3), 10 if k < dark_s * fps else 250, dtype=np.uint8))
     writer.release()

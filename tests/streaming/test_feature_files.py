@@ -761,6 +761,7 @@ def test_one_feature_file_named_twice_is_one_recording(trained: Path, tmp_path: 
     link = tmp_path / "npy"
     link.symlink_to(trained / "npy")
     out = tmp_path / "once.json"
+    status: str | int | None  # the command's status, or SystemExit's code
     try:
         status = stream_detect(eval_argv(trained, "--features", str(trained / "npy"), str(link / "test_ok.npy"),
                                          "--videos-list", "test_ok", "--json", str(out)))

@@ -15,6 +15,7 @@ from streaming.messages import (
     Alert,
     CheckerHealth,
     Heartbeat,
+    Message,
     MessageError,
     MissingSteps,
     Status,
@@ -26,7 +27,7 @@ from streaming.messages import (
 from tests.streaming.helpers import keystep
 
 
-def all_kinds() -> list[object]:
+def all_kinds() -> list[Message]:
     return [
         keystep(),
         Heartbeat("cam0", 4, 2.0, "s1", (1, 3), None, 120, 2, 29.5, False),

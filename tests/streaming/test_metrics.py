@@ -59,7 +59,11 @@ def test_the_checker_endpoint_counts_what_came_in_and_went_out(tmp_path: Path) -
         def pump() -> None:
             statuses.extend(m for m in viewer.poll(50) if isinstance(m, Status) and m.stream_id == "cam0")
 
-        assert wait_for(lambda: bool(statuses), 10.0, lambda: (events.heartbeat(None, 0, 0, 0.0), pump()))
+        def beat_and_pump() -> None:
+            events.heartbeat(None, 0, 0, 0.0)
+            pump()
+
+        assert wait_for(lambda: bool(statuses), 10.0, beat_and_pump)
         events.keystep(MISTAKE_STEP, "boil_water", 0.0, 1.0, 0.9)  # before its pre-condition: one alert
         sender.send_multipart([b"keystep/cam0", b"{not json"])
         # Wait on the figures read below, as the endpoint gives them: the malformed message may be counted before
@@ -181,8 +185,11 @@ def test_stage_latencies_reach_the_status_viewers_get(tmp_path: Path) -> None:
         status = service.core.status("cam0")
         # The ended heartbeat follows no frame (its means are 0): the last measured latencies stay on view.
         # (sent again until taken, as a detector repeats its last heartbeat: the flood above may still be queued)
-        assert wait_for(lambda: service.core.status("cam0").ended, 10.0,
-                        lambda: (events.heartbeat(None, 3, 0, 5.0, ended=True), time.sleep(0.05)))
+        def end_beat() -> None:
+            events.heartbeat(None, 3, 0, 5.0, ended=True)
+            time.sleep(0.05)
+
+        assert wait_for(lambda: service.core.status("cam0").ended, 10.0, end_beat)
         assert service.core.status("cam0").features_ms == 21.0
     assert (status.decode_ms, status.detector_ms, status.segmenter_ms) == (1.5, 0.2, 0.05)
     assert 0 <= status.hop_ms < 1000

@@ -24,8 +24,9 @@ from streaming.detector import (
     stream_ids_for,
 )
 from streaming.detector.sinks import JsonLinesSink
+from streaming.detector.streams import DetectorStats, FrameObserver
 from streaming.extractors import FeatureExtractor
-from streaming.readers import LiveReader, ReaderConfig, Source, VideoReader, open_reader
+from streaming.readers import Frame, LiveReader, ReaderConfig, Source, VideoReader, open_reader
 from streaming.transport import Publisher, bind
 from tests.streaming.helpers import StalledStream, running_checker, wait_for, write_noise_video
 
@@ -36,6 +37,14 @@ def _videos(tmp_path: Path) -> list[Path]:
     # Two sizes: cameras need not agree, and the frames differ from one source to the other.
     return [write_noise_video(tmp_path / "a.mp4", frames=90, size=(64, 48)),
             write_noise_video(tmp_path / "b.mp4", frames=60, size=(80, 60))]
+
+
+def keeping_probabilities(into: list[np.ndarray]) -> FrameObserver:
+    """An ``on_frame`` observer that keeps each frame's class probabilities in ``into``."""
+    def observe(_frame: Frame, _features: np.ndarray, probs: np.ndarray) -> None:
+        into.append(probs)
+
+    return observe
 
 
 @pytest.mark.parametrize("threads", [1, 2], ids=["one-worker", "two-workers"])
@@ -54,7 +63,7 @@ def test_each_stream_gets_from_the_batched_detector_what_it_would_get_alone(tmp_
             seen: list[np.ndarray] = []
             stream = DetectorStream(open_reader(str(video), config), checkpoint, EventPublisher(publisher, f"alone{k}"),
                                     DetectorConfig(stream_id=f"alone{k}", connect=endpoint),
-                                    on_frame=lambda frame, feats, probs, seen=seen: seen.append(probs))
+                                    on_frame=keeping_probabilities(seen))
             with stream.reader:
                 FrameLoop([stream], extractor, model, checkpoint).run()  # a loop of one: batches of one frame
             alone.append(seen)
@@ -63,7 +72,7 @@ def test_each_stream_gets_from_the_batched_detector_what_it_would_get_alone(tmp_
         streams = [
             DetectorStream(reader, checkpoint, EventPublisher(publisher, f"cam{k}"),
                            DetectorConfig(stream_id=f"cam{k}", connect=endpoint),
-                           on_frame=lambda frame, feats, probs, seen=together[k]: seen.append(probs))
+                           on_frame=keeping_probabilities(together[k]))
             for k, reader in enumerate(readers)
         ]
         stats = FrameLoop(streams, extractor, model, checkpoint, threads=threads).run()
@@ -87,7 +96,7 @@ def test_a_stalled_source_holds_back_no_other(tmp_path: Path) -> None:
         readers: list[VideoReader] = [LiveReader(Source("stream", camera.url, camera.url), stall),
                                       open_reader(str(video), ReaderConfig(fps=checkpoint.fps))]
         config = DetectorConfig(connect=service.events_endpoint)
-        outcome: list[object] = []
+        outcome: list[list[DetectorStats]] = []
         run = threading.Thread(target=lambda: outcome.append(
             run_detectors(readers, model, checkpoint, extractor, config, ["stalled", "file"], ctx=ctx)))
         start = time.monotonic()
@@ -98,7 +107,7 @@ def test_a_stalled_source_holds_back_no_other(tmp_path: Path) -> None:
         assert "stalled" in streams and not streams["stalled"].ended  # still waiting for its camera
         run.join(30.0)
         assert not run.is_alive()
-    (stalled, file), = outcome  # type: ignore[misc]
+    [(stalled, file)] = outcome
     assert file.frames == 15 and file.error == "" and file_done < 6.0
     assert "source lost" in stalled.error and stalled.frames <= 5
 

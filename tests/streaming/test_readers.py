@@ -34,7 +34,7 @@ N_FRAMES, SOURCE_FPS = 60, 30.0
 def numbered_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2 s, 30 fps video whose frame k shows k in binary as 6 black/white stripes (robust to compression)."""
     path = tmp_path_factory.mktemp("video") / "numbered.mp4"
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), SOURCE_FPS, (64, 48))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), SOURCE_FPS, (64, 48))
     assert writer.isOpened()
     for k in range(N_FRAMES):
         bits = (k >> np.arange(6)) & 1  # (6,)

@@ -726,8 +726,12 @@ def test_the_checker_s_json_lines_name_the_stream_the_refusal_and_the_webhook_co
             viewer = Receiver(subscribe(connect(ctx, zmq.SUB, f"ipc://{tmp_path}/out", wait_s=5.0)))
             events = EventPublisher(Publisher(sender), "cam0")
             seen: list[Status] = []
-            assert wait_for(lambda: bool(seen), 10.0, lambda: (events.heartbeat(None, 0, 0, 0.0), seen.extend(
-                m for m in viewer.poll(50) if isinstance(m, Status) and m.stream_id == "cam0")))
+
+            def beat_and_look() -> None:
+                events.heartbeat(None, 0, 0, 0.0)
+                seen.extend(m for m in viewer.poll(50) if isinstance(m, Status) and m.stream_id == "cam0")
+
+            assert wait_for(lambda: bool(seen), 10.0, beat_and_look)
             sender.send_multipart([b"keystep/cam0", b"{not json"])
             assert wait_for(lambda: any(isinstance(m, CheckerHealth) and m.malformed for m in viewer.poll(50)), 10.0)
         finally:

@@ -44,7 +44,12 @@ def test_round_trip_on_loopback_with_free_port(ctx: zmq.Context) -> None:
     publisher = Publisher(pub_sock)
     got: list[object] = []
     beat = Heartbeat("cam0", 0, 1.0, "s", (1, 2), 2, 10, 0, 30.0, False)
-    assert wait_for(lambda: bool(got), 5.0, lambda: (publisher.send(beat), got.extend(receiver.poll(20))))
+
+    def send_and_receive() -> None:
+        publisher.send(beat)
+        got.extend(receiver.poll(20))
+
+    assert wait_for(lambda: bool(got), 5.0, send_and_receive)
     assert got[0] == beat
     # Garbage from a peer is dropped and counted, never raised.
     pub_sock.send_multipart([b"heartbeat/cam0", b"{not json"])
@@ -170,7 +175,12 @@ def test_ipv6_endpoints_and_errors_name_the_endpoint_as_given(ctx: zmq.Context) 
     receiver = Receiver(subscribe(connect(ctx, zmq.SUB, endpoint)))
     got: list[object] = []
     beat = Heartbeat("cam0", 0, 1.0, "s", (), None, 0, 0, 0.0, False)
-    assert wait_for(lambda: bool(got), 5.0, lambda: (Publisher(pub).send(beat), got.extend(receiver.poll(20))))
+
+    def send_and_receive() -> None:
+        Publisher(pub).send(beat)
+        got.extend(receiver.poll(20))
+
+    assert wait_for(lambda: bool(got), 5.0, send_and_receive)
 
 
 def test_a_topic_over_its_budget_is_dropped_before_decoding(ctx: zmq.Context) -> None:
@@ -374,7 +384,11 @@ def test_a_burst_of_failed_handshakes_never_blocks_the_network_thread() -> None:
         assert pull.recv() == b"through"
         refused: list[str] = []
         assert wait_for(lambda: len(refused) >= 3000, 30, step=lambda: refused.extend(counter.refused())), len(refused)
-        stopper = threading.Thread(target=lambda: (counter.close(), closed.set()), daemon=True)
+        def close_counter() -> None:
+            counter.close()
+            closed.set()
+
+        stopper = threading.Thread(target=close_counter, daemon=True)
         stopper.start()
         assert closed.wait(10), "disable_monitor hung"
     finally:
@@ -414,7 +428,11 @@ def test_a_monitor_whose_reader_cannot_be_made_leaves_the_network_thread_free() 
         push.close()
         other.term()
         server.close()
-        threading.Thread(target=lambda: (ctx.term(), ended.set()), daemon=True).start()
+        def end_context() -> None:
+            ctx.term()
+            ended.set()
+
+        threading.Thread(target=end_context, daemon=True).start()
         assert ended.wait(10), "the context did not end"
 
 
@@ -435,7 +453,12 @@ def test_a_detector_reads_its_checkers_cut_while_it_sends_nothing(tmp_path: Path
         back = time.monotonic()
         with running_checker(tmp_path):
             cuts: list[float | None] = []
-            assert wait_for(lambda: cuts.append(publisher.rejoined()) or cuts[-1] is not None, 15)
+
+            def rejoined() -> bool:
+                cuts.append(publisher.rejoined())
+                return cuts[-1] is not None
+
+            assert wait_for(rejoined, 15)
         cut = cuts[-1]
         assert cut is not None and cut < back
     finally:
@@ -463,7 +486,12 @@ def test_a_checker_s_subscriptions_read_over_two_calls_tell_its_return_once(tmp_
         back, _ = bind(ctx, zmq.SUB, f"ipc://{tmp_path}/in")
         subscribe(back, tuple(topic for topic in INPUT_TOPICS if topic != heartbeats))
         cuts: list[float | None] = []
-        assert wait_for(lambda: cuts.append(publisher.rejoined()) or cuts[-1] is not None, 15, lambda: back.poll(0))
+
+        def rejoined() -> bool:
+            cuts.append(publisher.rejoined())
+            return cuts[-1] is not None
+
+        assert wait_for(rejoined, 15, lambda: back.poll(0))
         assert cuts[-1] == watch.cut_at
         subscribe(back, (heartbeats,))
         # A heartbeat that gets through shows that the last subscription reached the detector's socket.
@@ -603,7 +631,12 @@ def test_an_endpoint_taken_before_it_is_bound_again_names_the_program_to_stop(
     other = zmq.Context()  # the other program's
     try:
         taken: list[zmq.Socket] = []
-        assert wait_for(lambda: bool(taken.extend(_bound(other, endpoint)) or taken), 10.0)
+
+        def take() -> bool:
+            taken.extend(_bound(other, endpoint))
+            return bool(taken)
+
+        assert wait_for(take, 10.0)
         with pytest.raises(InputError) as raised:
             bind(ctx, zmq.XPUB, endpoint, "--publish", again=True)
         assert str(raised.value) == (f"--publish {endpoint}: address already in use (another program took it since it "

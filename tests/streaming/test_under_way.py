@@ -101,14 +101,21 @@ def test_a_step_left_without_its_key_step_is_offered_again_though_the_detector_c
         events = EventPublisher(Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0)), "cam0",
                                 session="s")
         beats = Beats(events)
-        assert wait_for(lambda: "cam0" in state.streams, 10.0, lambda: (events.heartbeat(None, 0, 0, FPS),
-                                                                        viewer.pump(20)))
+        def beat_and_pump() -> None:
+            events.heartbeat(None, 0, 0, FPS)
+            viewer.pump(20)
+
+        def next_beat_and_pump() -> None:
+            beats()
+            viewer.pump(20)
+
+        assert wait_for(lambda: "cam0" in state.streams, 10.0, beat_and_pump)
         events.heartbeat(FILL_KETTLE, 0, 0, FPS)
         assert wait_for(lambda: state.streams["cam0"].current == FILL_KETTLE, 10.0, lambda: viewer.pump(20))
         beats.current = None
-        assert wait_for(lambda: state.streams["cam0"].current is None, 10.0, lambda: (beats(), viewer.pump(20)))
+        assert wait_for(lambda: state.streams["cam0"].current is None, 10.0, next_beat_and_pump)
         assert "fill_kettle" not in next_cell(state)  # its key-step may be on its way
-        assert wait_for(lambda: "fill_kettle" in next_cell(state), 10.0, lambda: (beats(), viewer.pump(20)))
+        assert wait_for(lambda: "fill_kettle" in next_cell(state), 10.0, next_beat_and_pump)
         assert not state.streams["cam0"].lost and state.streams["cam0"].done == ()
         viewer.close()
 
@@ -117,7 +124,8 @@ class Beats:
     """A detector's heartbeats every `HEARTBEAT_S` (frames 0 in each), sent when called after that long."""
 
     def __init__(self, events: EventPublisher) -> None:
-        self.events, self.current, self.last = events, FILL_KETTLE, float("-inf")
+        self.events, self.last = events, float("-inf")
+        self.current: int | None = FILL_KETTLE  # None: no step under way
 
     def __call__(self) -> None:
         if time.monotonic() - self.last >= HEARTBEAT_S:

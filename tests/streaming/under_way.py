@@ -48,8 +48,12 @@ def statuses_shown(tmp_path: Path, labels: Sequence[int]) -> list[Status]:
         def take() -> None:
             received.extend(m for m in viewer.pump(20) if isinstance(m, Status) and m.stream_id == "cam0")
 
+        def beat_and_take() -> None:
+            events.heartbeat(None, 0, 0, FPS)
+            take()
+
         # The stream's first heartbeat, until the viewer hears of it: from then on it misses nothing.
-        assert wait_for(lambda: bool(received), 10.0, lambda: (events.heartbeat(None, 0, 0, FPS), take()))
+        assert wait_for(lambda: bool(received), 10.0, beat_and_take)
         received.clear()
         before: int | None = None
         sent = 0  # each heartbeat and key-step the checker applies brings one status

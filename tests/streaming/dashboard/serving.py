@@ -57,9 +57,13 @@ def serving(
     stop: list[asyncio.Event] = []
     failure: list[BaseException] = []
 
+    def say_url(url: str) -> None:
+        urls.append(url)
+        started.set()
+
     async def main() -> None:
         stop.append(asyncio.Event())
-        await serve(hub, lambda url: (urls.append(url), started.set()), stop[0])
+        await serve(hub, say_url, stop[0])
 
     def run() -> None:
         try:

@@ -133,7 +133,7 @@ def hostile_graph(tmp_path: Path) -> Path:
     names = [HOSTILE if step == MISTAKE_STEP else name for step, name in zip(graph.step_ids, graph.step_names,
                                                                             strict=True)]  # fmt: skip
     path = tmp_path / "hostile.json"
-    save_graph(TaskGraph(graph.step_ids, names, graph.adjacency, graph.weights, graph.scenario), path)
+    save_graph(TaskGraph(graph.step_ids, tuple(names), graph.adjacency, graph.weights, graph.scenario), path)
     return path
 
 
@@ -551,9 +551,11 @@ def test_many_streams_and_long_names_keep_every_alert_in_sight(tmp_path: Path, c
               running_checker(tmp_path, stream_timeout_s=600.0) as (ctx, _service, _thread)):
             detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
             driver.get(served.url)
-            assert wait_for(lambda: len(served.state()["tiles"]) == len(streams), 20,
-                            step=lambda: [detector.send(beat(stream, seq=next(seq), history=(1,),
-                                                             timestamp=time.time())) for stream in streams])
+            def beat_all() -> None:
+                for stream in streams:
+                    detector.send(beat(stream, seq=next(seq), history=(1,), timestamp=time.time()))
+
+            assert wait_for(lambda: len(served.state()["tiles"]) == len(streams), 20, step=beat_all)
             detector.send(keystep(history=(2,), stream_id=LONG_STREAM, seq=next(seq), timestamp=time.time()))
             wait_until(driver, f"return document.querySelectorAll('article.tile').length === {len(streams)} && "
                                f"document.querySelector('#alert-feed li.alert');", 10)  # fmt: skip

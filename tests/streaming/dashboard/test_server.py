@@ -645,9 +645,11 @@ def test_a_stream_that_comes_back_in_its_run_after_its_tile_went_keeps_its_alert
             assert wait_for(lambda: tile("cam0") is None and tile("kitchen") is not None, 15,
                             step=lambda: detector.send(beat("kitchen", seq=next(seq), timestamp=time.time())))
             # cam0's detector is back, in the same run: the checker replays its history and re-sends its alert.
-            assert wait_for(lambda: (t := tile("cam0")) is not None and t["alerts"] == 1, 10, step=lambda: (
-                detector.send(keystep(history=(2,), seq=next(seq), timestamp=time.time())),
-                detector.send(beat("kitchen", seq=next(seq), timestamp=time.time()))))
+            def keystep_and_beat() -> None:
+                detector.send(keystep(history=(2,), seq=next(seq), timestamp=time.time()))
+                detector.send(beat("kitchen", seq=next(seq), timestamp=time.time()))
+
+            assert wait_for(lambda: (t := tile("cam0")) is not None and t["alerts"] == 1, 10, step=keystep_and_beat)
             came_back = tile("cam0")
             assert came_back is not None
             # a later status of cam0 comes after the alert the checker re-sent with the first one
@@ -767,8 +769,8 @@ def test_a_checker_whose_clock_is_behind_is_not_taken_for_gone_while_it_speaks(t
             while time.monotonic() - start < 3 * SILENT_S:  # a HEARTBEAT_S apart, as a checker speaks
                 speak()
                 shown = tile()
-                seen.append((served.state()["link"]["connected"], shown and shown["state"], view.silent(),
-                             view.stale("cam0")))
+                seen.append((served.state()["link"]["connected"], None if shown is None else shown["state"],
+                             view.silent(), view.stale("cam0")))
                 wait_for(lambda: time.monotonic() - start > len(seen) * HEARTBEAT_S, 1.0, step=lambda: viewer.pump(10))
     finally:
         viewer.close()

@@ -174,7 +174,7 @@ def test_a_picture_that_keeps_failing_is_tried_a_bounded_number_of_times_and_cou
     # One picture not written, one line as it happened: each try's failure was a line of its own, "4 picture(s) not
     # written so far" for one picture, before the total said 1.
     assert [line for line in lines if "so far" in line] == [lines[0]] and ": 1 picture(s) not written" in lines[0]
-    assert shot.tries_again == ANNOUNCED_RETRIES
+    assert shot is not None and shot.tries_again == ANNOUNCED_RETRIES
     assert lines[-1].endswith(": 0 picture(s) written, 1 not written in all"), lines
     assert (writer.received, writer.failed, writer.delivered) == (1, 1, 0)
 

@@ -213,7 +213,10 @@ def test_a_url_that_is_not_http_is_refused_in_one_line(url: str) -> None:
 def test_a_sink_closed_while_its_queue_is_full_still_stops_its_thread_once_the_queue_is_drained() -> None:
     # close() could not queue its end mark behind a full queue, and the thread then waited for ever on an empty one.
     gate = threading.Event()
-    sink: BackgroundSink[int] = BackgroundSink(lambda _: gate.wait(10.0), "probe", capacity=1, log=[].append)
+    def deliver(_message: int) -> None:
+        gate.wait(10.0)
+
+    sink: BackgroundSink[int] = BackgroundSink(deliver, "probe", capacity=1, log=[].append)
     sink.stop_wait_s = 0.1
     sink.send(1)
     assert wait_for(lambda: sink.pending() == 0)  # the thread holds the first, blocked in deliver
@@ -264,7 +267,12 @@ def test_a_live_message_takes_the_place_of_a_queued_rebuilt_one_when_the_queue_i
 
     gate = threading.Event()
     got: list[int] = []
-    sink = Probe(lambda m: (gate.wait(10.0), got.append(m)), "probe", capacity=1, log=[].append)
+
+    def deliver(message: int) -> None:
+        gate.wait(10.0)
+        got.append(message)
+
+    sink = Probe(deliver, "probe", capacity=1, log=[].append)
     sink.send(1)
     assert wait_for(lambda: sink.pending() == 0)  # the thread holds the first, blocked in deliver
     sink.send(-2)  # rebuilt: the one place

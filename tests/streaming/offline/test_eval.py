@@ -389,7 +389,7 @@ def test_eval_with_a_graph_that_allows_the_annotated_mistake_warns_and_measures_
 
 def _frames(path: Path) -> list[np.ndarray]:
     capture = cv2.VideoCapture(str(path))
-    frames = []
+    frames: list[np.ndarray] = []
     while len(frames) < 10_000:
         ok, frame = capture.read()
         if not ok:

@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -131,11 +132,15 @@ def test_a_new_session_on_the_same_stream_shows_its_own_alerts(tmp_path: Path) -
         sock = connect(ctx, zmq.PUB, service.events_endpoint)
         for run in ("first", "second"):
             events = EventPublisher(Publisher(sock), "kitchen", session=run)
-            assert wait_for(
-                lambda run=run: (row := viewer.state.streams.get("kitchen")) is not None and row.run == run_of(run),
-                10.0,
-                lambda events=events: (events.heartbeat(None, 0, 0, 0.0), viewer.pump(20)),
-            )
+
+            def on_this_run(run: str = run) -> bool:
+                return (row := viewer.state.streams.get("kitchen")) is not None and row.run == run_of(run)
+
+            def beat(events: EventPublisher = events) -> None:
+                events.heartbeat(None, 0, 0, 0.0)
+                viewer.pump(20)
+
+            assert wait_for(on_this_run, 10.0, beat)
             for step in DEMO_EXECUTIONS["mistake"][:2]:
                 events.keystep(step, "x", 0.0, 1.0, 0.9)
             assert wait_for(
@@ -214,15 +219,21 @@ def test_names_and_ids_from_the_wire_are_drawn_and_printed_as_plain_text(ctx: zm
     pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
     out = io.StringIO()
     viewer = Viewer(ctx, endpoint, ViewState(), jsonl=True, out=out)
-    hostile = [Alert("kitchen", k, 1.0, f"kitchen#{k}", "r", k, name, k, (99,), (name,), False, 0.9, False,
-                     99, name, 0.5, "binary")
-               for k, name in enumerate(HOSTILE_NAMES)]
+    hostile: list[Message] = [
+        Alert("kitchen", k, 1.0, f"kitchen#{k}", "r", k, name, k, (99,), (name,), False, 0.9, False, 99, name, 0.5,
+              "binary")
+        for k, name in enumerate(HOSTILE_NAMES)
+    ]
     hostile += [StepEvent("kitchen", 50, 1.0, 7, HOSTILE_NAMES[2], 0.0, 1.0, 0.5, 0, run="r")]
     hostile += [MissingSteps("kitchen", 51, 1.0, "kitchen#end", "r", (98, 99), HOSTILE_NAMES[:2], False, (1.0, 1.0))]
     hostile += [status("r", done=(0, 1), allowed=(7,), current=3)]
-    assert wait_for(lambda: len(viewer.state.alerts) == len(HOSTILE_NAMES) and viewer.state.events
-                    and viewer.state.missing, 10.0,
-                    lambda: ([Publisher(pub).send(m) for m in hostile], viewer.pump(20)))
+    def send_all() -> None:
+        for message in hostile:
+            Publisher(pub).send(message)
+        viewer.pump(20)
+
+    assert wait_for(lambda: bool(len(viewer.state.alerts) == len(HOSTILE_NAMES) and viewer.state.events
+                                 and viewer.state.missing), 10.0, send_all)
     text = draw(viewer.state, width=600)
     assert_shown_safely(text, HOSTILE_NAMES[-len(viewer.state.alerts) :])
     assert_shown_safely(text.split("never done")[1], HOSTILE_NAMES[:2])  # the ended session's report
@@ -392,8 +403,12 @@ def test_jsonl_prints_statuses_when_the_procedure_changes_and_each_report_once(t
 def test_a_malformed_report_on_the_wire_is_dropped_counted_and_the_next_one_shown(ctx: zmq.Context) -> None:
     pub, endpoint = bind(ctx, zmq.PUB, "tcp://127.0.0.1:0")
     viewer = Viewer(ctx, endpoint, ViewState(), jsonl=False)
-    assert wait_for(lambda: "kitchen" in viewer.state.streams, 10.0,  # connected: nothing sent later is lost
-                    lambda: (Publisher(pub).send(status()), viewer.pump(20)))
+
+    def send_and_pump() -> None:
+        Publisher(pub).send(status())
+        viewer.pump(20)
+
+    assert wait_for(lambda: "kitchen" in viewer.state.streams, 10.0, send_and_pump)  # connected: none lost after
     good = json.loads(encode_payload(report()))
     for body in (good | {"missing": [4, "six"]}, good | {"missing_id": "kitchen#1"}, good | {"version": 1}, good):
         pub.send_multipart([b"missing/kitchen", json.dumps(body).encode()])
@@ -422,8 +437,12 @@ def test_an_interrupt_while_a_batch_is_handed_on_loses_none_of_the_rest(ctx: zmq
     pub, endpoint = bind(ctx, zmq.PUB, "inproc://reports")  # inproc: what is sent is queued at once, one batch
     sink = CtrlCOnce()
     viewer = Viewer(ctx, endpoint, ViewState(), jsonl=False, sinks=[sink])
-    assert wait_for(lambda: "kitchen" in viewer.state.streams, 10.0,  # connected: nothing sent later is lost
-                    lambda: (Publisher(pub).send(status()), viewer.pump(20)))
+
+    def send_and_pump() -> None:
+        Publisher(pub).send(status())
+        viewer.pump(20)
+
+    assert wait_for(lambda: "kitchen" in viewer.state.streams, 10.0, send_and_pump)  # connected: none lost after
     for camera in ("cam0", "cam1", "cam2"):  # three sessions end at once
         Publisher(pub).send(report(stream_id=camera, missing_id=f"{camera}#end"))
     with pytest.raises(KeyboardInterrupt):
@@ -633,8 +652,12 @@ def test_a_step_just_ended_is_shown_under_way_not_next_while_the_one_after_it_is
         frames = stream.stats.frames
         assert wait_for(lambda: viewer.state.streams["cam0"].frames == frames, step=lambda: viewer.pump(0))
 
+    def start_and_pump() -> None:
+        stream.start()
+        viewer.pump(0)
+
     try:
-        assert wait_for(lambda: "cam0" in viewer.state.streams, step=lambda: (stream.start(), viewer.pump(0)))
+        assert wait_for(lambda: "cam0" in viewer.state.streams, step=start_and_pump)
         for _ in range(5):
             see(GET_CUP)
         assert stream_row(draw(viewer.state, width=200))[1:4] == ["get_cup", "-", "fill_kettle 0.50"]  # under way
@@ -1262,16 +1285,19 @@ def test_a_stream_back_in_its_run_after_its_row_was_forgotten_shows_its_alerts_o
     try:
         with running_checker(tmp_path) as (ctx, _service, _thread):
             detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
-            assert wait_for(lambda: len(cam_alerts()) == 1, 10, step=lambda: (  # boil_water before fill_kettle
-                detector.send(keystep(history=(2,), seq=next(seq), timestamp=time.time())), viewer.pump(10)))
+
+            def send_keystep() -> None:  # boil_water before fill_kettle
+                detector.send(keystep(history=(2,), seq=next(seq), timestamp=time.time()))
+                viewer.pump(10)
+
+            assert wait_for(lambda: len(cam_alerts()) == 1, 10, step=send_keystep)
         with running_checker(tmp_path) as (ctx, _service, _thread):  # it never heard of cam0: its row goes
             detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
             kitchen = EventPublisher(detector, "kitchen")
             assert wait_for(lambda: "cam0" not in state.streams and "kitchen" in state.streams, 15,
                             step=lambda: (kitchen.heartbeat(None, 10, 0, 5.0), viewer.pump(10)))
             # cam0's detector is back, in the same run: the checker replays its history and re-sends its alert.
-            assert wait_for(lambda: "cam0" in state.streams, 10, step=lambda: (
-                detector.send(keystep(history=(2,), seq=next(seq), timestamp=time.time())), viewer.pump(10)))
+            assert wait_for(lambda: "cam0" in state.streams, 10, step=send_keystep)
             back = state.status_heard["cam0"]
             # a later status of cam0 comes after the alert the checker re-sent with the first one
             assert wait_for(lambda: state.status_heard.get("cam0", back) > back, 10, step=lambda: viewer.pump(10))
@@ -1401,9 +1427,14 @@ def test_a_view_held_by_its_terminal_draws_news_at_once_when_let_go(tmp_path: Pa
         try:
             detector = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
             seq = iter(range(10_000))
-            assert wait_for(lambda: b"kitchen" in drawn, 30, step=lambda: (
-                detector.send(keystep(history=(1,), seq=next(seq), stream_id="kitchen", timestamp=time.time())),
-                read(0.1)))
+            def send_and_read(sender: Publisher, stream_id: str, history: tuple[int, ...]) -> Callable[[], None]:
+                def step() -> None:
+                    sender.send(keystep(history=history, seq=next(seq), stream_id=stream_id, timestamp=time.time()))
+                    read(0.1)
+
+                return step
+
+            assert wait_for(lambda: b"kitchen" in drawn, 30, step=send_and_read(detector, "kitchen", (1,)))
             os.write(master, b"\x13")  # Ctrl-S: the terminal holds what the view writes
             assert wait_for(blocked_writing, 10, step=lambda: detector.send(
                 keystep(history=(1,), seq=next(seq), stream_id="kitchen", timestamp=time.time())))
@@ -1414,9 +1445,7 @@ def test_a_view_held_by_its_terminal_draws_news_at_once_when_let_go(tmp_path: Pa
             assert wait_for(lambda: len(drawn) > 0, 10, step=lambda: read(0.1))
             sent = time.monotonic()
             late = Publisher(connect(ctx, zmq.PUB, f"ipc://{tmp_path}/in", wait_s=5.0))
-            shown = wait_for(lambda: b"late-cam" in drawn, 20, step=lambda: (
-                late.send(keystep(history=(2,), seq=next(seq), stream_id="late-cam", timestamp=time.time())),
-                read(0.1)))
+            shown = wait_for(lambda: b"late-cam" in drawn, 20, step=send_and_read(late, "late-cam", (2,)))
             took = time.monotonic() - sent
         finally:
             os.write(master, b"\x11")

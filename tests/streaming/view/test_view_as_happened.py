@@ -43,9 +43,12 @@ def test_a_status_both_ended_and_lost_is_refused_as_malformed_not_shown(tmp_path
     try:
         pub, endpoint = bind(ctx, zmq.PUB, f"ipc://{tmp_path}/checker")
         viewer = Viewer(ctx, endpoint, ViewState(), jsonl=False)
+        def send_and_pump() -> None:
+            Publisher(pub).send(ended_status(seq=1))
+            viewer.pump(20)
+
         # Connected once a status shows: nothing sent later is lost.
-        assert wait_for(lambda: "cam0" in viewer.state.streams, 10.0,
-                        lambda: (Publisher(pub).send(ended_status(seq=1)), viewer.pump(20)))
+        assert wait_for(lambda: "cam0" in viewer.state.streams, 10.0, send_and_pump)
         pub.send_multipart([b"status/other", json.dumps(both | {"stream_id": "other", "seq": 0}).encode()])
         Publisher(pub).send(ended_status("last"))
         assert wait_for(lambda: "last" in viewer.state.streams, 10.0, lambda: viewer.pump(20))

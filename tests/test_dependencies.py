@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 import tomllib
+from collections.abc import Mapping
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def _declared() -> tuple[set[str], set[str]]:
     return core, extras - {PROJECT}
 
 
-def _distributions(module: str, provided: dict[str, list[str]]) -> set[str]:
+def _distributions(module: str, provided: Mapping[str, list[str]]) -> set[str]:
     # A module that is not installed here (decord off x86-64) can only be matched by its own name.
     return {_normalise(d) for d in provided.get(module, [module])}
 

@@ -190,8 +190,10 @@ def test_an_eval_cache_entry_claiming_10_to_the_30_frames_is_refused(tmp_path: P
 def test_an_eval_cache_entry_that_is_no_finished_run_is_refused(tmp_path: Path) -> None:
     # Its messages emptied, or its frame count raised to 9,999,999 for a 393-row file: served as the video's result.
     path = tmp_path / "entry.json"
-    for changed in ({"messages": []}, {"frames": 9_999_999}, {"messages": CACHE_JSON["messages"][:-1]},
-                    {"messages": CACHE_JSON["messages"][-1:]}):
+    changes: tuple[dict[str, object], ...] = ({"messages": []}, {"frames": 9_999_999},
+                                              {"messages": CACHE_JSON["messages"][:-1]},
+                                              {"messages": CACHE_JSON["messages"][-1:]})
+    for changed in changes:
         path.write_text(json.dumps(CACHE_JSON | changed))
         with pytest.raises(InputError, match=r"not the record of a finished run \((it must end with the stream's "
                                              r"last heartbeat, counting its \d+ frames|0 key-steps sent for the 1 of "

@@ -45,7 +45,7 @@ def small_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def frames_of(path: Path) -> np.ndarray:
     """Every frame of a video, decoded with OpenCV: (frames, height, width, 3) uint8."""
     capture = cv2.VideoCapture(str(path))
-    frames = []
+    frames: list[np.ndarray] = []
     while len(frames) < 2000:  # bounded: the generated videos are under a minute
         ok, frame = capture.read()
         if not ok:

@@ -76,7 +76,7 @@ def imports_of(module: str, path: Path, modules: Set[str]) -> set[str]:
         The imported names, without ``module`` itself.
     """
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
             found.update(_resolve(alias.name, modules) for alias in node.names)

@@ -27,7 +27,7 @@ def french_graph(tmp_path: Path) -> Path:
     graph = load_graph(default_demo_paths()[0])
     names = [NAME if name == "boil_water" else name for name in graph.step_names]
     path = tmp_path / "tea.json"
-    save_graph(TaskGraph(graph.step_ids, names, graph.adjacency, graph.weights, graph.scenario), path)
+    save_graph(TaskGraph(graph.step_ids, tuple(names), graph.adjacency, graph.weights, graph.scenario), path)
     return path
 
 

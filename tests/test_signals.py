@@ -322,7 +322,7 @@ def test_a_stopped_live_run_keeps_its_annotated_video_up_to_the_stop(name: str, 
     assert decoded == int(kept.group(1)) > 0 and no_temporaries(tmp_path)
 
 
-def _frames_reported(jsonl: bytes) -> int:
+def _frames_reported(jsonl: bytes | bytearray) -> int:
     """The most frames a stream's status line among the complete ``--jsonl`` lines reports."""
     lines = [json.loads(line) for line in bytes(jsonl).split(b"\n")[:-1] if line.strip()]
     return max((m["frames"] for m in lines if m.get("kind") == "status"), default=0)

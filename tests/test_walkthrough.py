@@ -44,7 +44,9 @@ def stream_detect(video: Path, graph: Path, detector: Path) -> list[dict]:
 def test_your_own_procedure_from_labelled_videos_to_live_alerts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    orders = {f"run{k:02d}": VALID_ORDERS[k % len(VALID_ORDERS)] for k in range(TRAIN_VIDEOS)}
+    orders: dict[str, tuple[int, ...]] = {
+        f"run{k:02d}": VALID_ORDERS[k % len(VALID_ORDERS)] for k in range(TRAIN_VIDEOS)
+    }
     orders |= {name: VALID_ORDERS[k + 1] for k, name in enumerate(TEST_VIDEOS)}
     labels = label(tmp_path, orders)
     mistake = tmp_path / "mistake.mp4"

@@ -66,12 +66,13 @@ def checker(*options: str) -> Iterator[RunningChecker]:
         [stream_detect(), "checker", "--graph", str(DEMO_GRAPH), *with_options(defaults, *options)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        assert process.stderr is not None
-        first = process.stderr.readline()
+        stderr = process.stderr
+        assert stderr is not None
+        first = stderr.readline()
         ready = re.fullmatch(r"checker: detectors connect to (\S+), viewers to (\S+)\n", first)
         assert ready, f"the checker did not say where it listens: {first!r}"
         log: list[str] = []
-        reader = threading.Thread(target=lambda: log.extend(iter(process.stderr.readline, "")), daemon=True)
+        reader = threading.Thread(target=lambda: log.extend(iter(stderr.readline, "")), daemon=True)
         reader.start()
         yield RunningChecker(ready[1], ready[2], log)
     finally:

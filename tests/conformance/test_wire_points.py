@@ -143,8 +143,11 @@ def test_an_unknown_step_refuses_one_message_never_the_session_and_each_reason_l
             detector.keystep(99, "not in the checker's graph")
             for frames in (1, 2, 3):  # every later heartbeat carries 99 in its history: each is served
                 detector.heartbeat(frames=frames)
-                assert viewer.until(lambda got, n=frames: any(m["frames"] == n for m in viewer.of("status", "other")),
-                                    WAIT_S), f"heartbeat {frames} refused"
+
+                def served(_got: list[dict[str, Any]], n: int = frames) -> bool:
+                    return any(m["frames"] == n for m in viewer.of("status", "other"))
+
+                assert viewer.until(served, WAIT_S), f"heartbeat {frames} refused"
             detector.keystep(1, NAMES[1])
             assert viewer.until(lambda got: any(m["index"] == 2 for m in viewer.of("step", "other")), WAIT_S)
             for _ in range(3):  # three malformed messages: one log line for their reason

@@ -173,8 +173,12 @@ def problems(topic: bytes, payload: bytes, step_ids: Iterable[int]) -> list[str]
     if len(payload) > MAX_PAYLOAD:
         return [f"{topic!r}: {len(payload)} bytes"]
     pairs: list[list[tuple[str, Any]]] = []  # every object's fields, to find one written twice
-    body = json.loads(payload.decode("utf-8"), parse_constant=lambda c: math.nan,
-                      object_pairs_hook=lambda p: pairs.append(p) or dict(p))
+
+    def kept(fields: list[tuple[str, Any]]) -> dict[str, Any]:
+        pairs.append(fields)
+        return dict(fields)
+
+    body = json.loads(payload.decode("utf-8"), parse_constant=lambda c: math.nan, object_pairs_hook=kept)
     kind, stream_id = body.get("kind"), body.get("stream_id")
     where = f"{kind}/{stream_id}"
     found = [f"{where}: a field written twice" for p in pairs if len(dict(p)) != len(p)]

@@ -25,7 +25,7 @@ def tool_main() -> Callable[[list[str]], int]:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.main  # type: ignore[no-any-return]
+    return module.main
 
 
 def test_graph_rebuild_reproduces_the_shipped_demo_graph(tmp_path: Path) -> None:

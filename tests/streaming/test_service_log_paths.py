@@ -150,8 +150,11 @@ def test_a_sink_of_the_view_that_fails_is_said_in_the_service_log() -> None:
                         rule="binary")
         with Viewer(ctx, endpoint, ViewState(), jsonl=True, out=io.StringIO(), sinks=[Failing()],
                     sink_log=log.warning) as viewer:
-            assert wait_for(lambda: viewer.sinks.failed > 0, 10.0,
-                            lambda: (Publisher(pub).send(status), viewer.pump(20)))
+            def publish_and_pump() -> None:
+                Publisher(pub).send(status)
+                viewer.pump(20)
+
+            assert wait_for(lambda: viewer.sinks.failed > 0, 10.0, publish_and_pump)
     finally:
         ctx.destroy(linger=0)
     records = [json.loads(line) for line in out.getvalue().splitlines()]

@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -334,6 +335,20 @@ def checker_with_few_files(
         checker.terminate()
         checker.wait(timeout=60)
         reader.join(timeout=10)
+
+
+@contextmanager
+def demo_checker_process(bound: str, published: str, stderr: int, *options: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A ``stream-detect checker --demo`` process on endpoints known before it starts (its stderr, ``stderr``, may
+    never say them), with more ``options``; SIGTERM on the way out, unless it ended."""
+    process = subprocess.Popen([*STREAM_DETECT, "checker", "--demo", "--bind", bound, "--publish", published,
+                                *options], stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
 
 
 def full_pipe() -> tuple[int, int]:

@@ -17,7 +17,7 @@ import zmq
 from graphs.common.errors import InputError
 from streaming.messages import CheckerHealth, Message, Status
 from streaming.transport import Publisher, Receiver, connect, subscribe
-from tests.streaming.helpers import STREAM_DETECT, beat, wait_for
+from tests.streaming.helpers import STREAM_DETECT, beat, demo_checker_process, wait_for
 
 pytestmark = pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ") or not Path("/dev/full").exists()
                                 or not Path("/proc/self/fd").is_dir(),
@@ -29,14 +29,8 @@ def checker(tmp_path: Path, stderr: int) -> Iterator[tuple[subprocess.Popen[byte
     """A ``stream-detect checker --demo`` on ``ipc://`` paths under ``tmp_path`` (known before it starts: its stderr
     may never say them), its stderr ``stderr``; SIGTERM on the way out, unless it ended."""
     bound, published = f"ipc://{tmp_path}/in", f"ipc://{tmp_path}/out"
-    process = subprocess.Popen([*STREAM_DETECT, "checker", "--demo", "--bind", bound, "--publish", published],
-                               stdout=subprocess.DEVNULL, stderr=stderr)
-    try:
+    with demo_checker_process(bound, published, stderr) as process:
         yield process, bound, published
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=60)
 
 
 def served(ctx: zmq.Context, bound: str, published: str, process: subprocess.Popen[bytes], stream: str,

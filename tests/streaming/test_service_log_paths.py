@@ -30,7 +30,7 @@ from streaming.stream_detect_cli import main
 from streaming.transport import Publisher, Receiver, bind, connect, subscribe
 from streaming.view.client import Viewer, run_view
 from streaming.view.state import ViewState
-from tests.streaming.helpers import STREAM_DETECT, beat, full_pipe, wait_for
+from tests.streaming.helpers import beat, demo_checker_process, full_pipe, wait_for
 
 pytestmark = pytest.mark.skipif(not Path("/dev/full").exists(), reason="Linux pipes")
 
@@ -51,15 +51,9 @@ def curve_checker(keys: Path, stderr: int, *options: str) -> Iterator[tuple[subp
     """A ``stream-detect checker --demo`` with CURVE on two loopback ports of this file's range, its stderr
     ``stderr``; SIGTERM on the way out, unless it ended."""
     bound, published = f"tcp://127.0.0.1:{next(PORTS)}", f"tcp://127.0.0.1:{next(PORTS)}"
-    process = subprocess.Popen([*STREAM_DETECT, "checker", "--demo", "--bind", bound, "--publish", published,
-                                "--curve-secret", str(keys / "checker.key_secret"), "--curve-clients",
-                                str(keys / "clients"), *options], stdout=subprocess.DEVNULL, stderr=stderr)
-    try:
+    with demo_checker_process(bound, published, stderr, "--curve-secret", str(keys / "checker.key_secret"),
+                              "--curve-clients", str(keys / "clients"), *options) as process:
         yield process, bound, published
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=60)
 
 
 def client(keys: Path, name: str) -> CurveClient:

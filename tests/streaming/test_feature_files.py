@@ -177,16 +177,22 @@ def test_a_feature_folder_given_as_the_split_names_its_split_file(trained: Path,
     assert line == f"error: --split {folder}: is a folder, expected a split file (its {folder / 'split.json'}?)"
 
 
+def with_a_tent_recording(root: Path, recording: str, name: str) -> Path:
+    """``root/name``: ``root``'s labels plus ``recording``, annotated under another scenario (``tent``)."""
+    raw = json.loads((root / "labels.json").read_text())
+    raw["taxonomy"]["tent"] = {"0": {"id": 0, "name": "unfold"}}
+    raw["annotations"][recording] = {"scenario": "tent", "recording_id": recording, "segments": [
+        {"step_id": 0, "start_time": 0.0, "end_time": 2.0, "description": "", "step_name": "unfold",
+         "has_errors": False}]}
+    path = root / name
+    path.write_text(json.dumps(raw))
+    return path
+
+
 def test_a_listed_recording_of_another_scenario_is_said_to_be_one(trained: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     # It was "not annotated in labels.json", though the file annotates it (under another recipe).
-    raw = json.loads((trained / "labels.json").read_text())
-    raw["taxonomy"]["tent"] = {"0": {"id": 0, "name": "unfold"}}
-    raw["annotations"]["tent_rec"] = {"scenario": "tent", "recording_id": "tent_rec", "segments": [
-        {"step_id": 0, "start_time": 0.0, "end_time": 2.0, "description": "", "step_name": "unfold",
-         "has_errors": False}]}
-    both = trained / "two-scenarios.json"
-    both.write_text(json.dumps(raw))
+    both = with_a_tent_recording(trained, "tent_rec", "two-scenarios.json")
     line = cli_error(stream_detect, eval_argv(trained, "--annotations", str(both), "--videos-list", "tent_rec"), capsys)
     assert line == f"error: --videos-list: tent_rec not a recording of scenario 'kit' (the graph's) in {both}"
     line = cli_error(stream_detect, eval_argv(trained, "--annotations", str(both), "--videos-list", "nowhere"), capsys)
@@ -206,13 +212,7 @@ def test_videos_list_hints_no_recording_spelt_right_nor_one_listed_already(
         trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # "did you mean 'test_ok'?" was said of test_ok2, a recording the file annotates under another recipe, and of a
     # typo beside test_ok itself in the list (taking it would list test_ok twice).
-    raw = json.loads((trained / "labels.json").read_text())
-    raw["taxonomy"]["tent"] = {"0": {"id": 0, "name": "unfold"}}
-    raw["annotations"]["test_ok2"] = {"scenario": "tent", "recording_id": "test_ok2", "segments": [
-        {"step_id": 0, "start_time": 0.0, "end_time": 2.0, "description": "", "step_name": "unfold",
-         "has_errors": False}]}
-    both = trained / "two-scenarios-hint.json"
-    both.write_text(json.dumps(raw))
+    both = with_a_tent_recording(trained, "test_ok2", "two-scenarios-hint.json")
     line = cli_error(stream_detect, eval_argv(trained, "--annotations", str(both), "--videos-list", "test_ok2"), capsys)
     assert line == f"error: --videos-list: test_ok2 not a recording of scenario 'kit' (the graph's) in {both}"
     line = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok,test_okk"), capsys)

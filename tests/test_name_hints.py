@@ -13,27 +13,16 @@ import pytest
 
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
+from tests.tgml.test_tgml_cli import TINY
 from tgml.bench.prego_bench_cli import main as prego_bench
 from tgml.tgml_cli import main as tgml
-
-TEA = {
-    "annotations": {
-        "v1": {"scenario": "tea", "recording_id": "v1", "segments": [{"step_id": 1}, {"step_id": 2}, {"step_id": 3}]},
-        "v2": {"scenario": "tea", "recording_id": "v2", "segments": [{"step_id": 1}, {"step_id": 3}, {"step_id": 2}]},
-    },
-    "taxonomy": {
-        "tea": {"1": {"name": "boil water", "id": 1}, "2": {"name": "add tea", "id": 2},
-                "3": {"name": "get cup", "id": 3}},
-        "coffee": {"7": {"name": "grind", "id": 7}},
-    },
-}
 
 
 @pytest.fixture
 def tea(tmp_path: Path) -> Path:
     """An annotation file of two tea executions (and a coffee scenario without any)."""
     path = tmp_path / "tea.json"
-    path.write_text(json.dumps(TEA))
+    path.write_text(json.dumps(TINY))
     return path
 
 

@@ -545,8 +545,9 @@ def choose_validation_videos(
                 raise InputError(f"--val-videos: {name!r} is a test video; the validation split is carved from "
                                  "the training videos, never from the test split")
             if name not in train:
+                # The hint leaves out the videos already named: "video_3" beside "video_03" must not point there.
                 raise InputError(f"--val-videos: {printable(name)!r} is not a training video of the feature folder"
-                                 f"{meant_name(name, train)}")
+                                 f"{meant_name(name, [t for t in train if t not in named])}")
         if len(set(named)) != len(named):
             raise InputError(f"--val-videos {','.join(named)}: a video is named twice")
         chosen = set(named)

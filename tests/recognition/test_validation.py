@@ -159,6 +159,12 @@ def test_the_validation_draw_depends_on_the_seed_only() -> None:
         choose_validation_videos(names, 0.2, named=("v1", "v1"))
 
 
+def test_the_val_videos_hint_never_points_at_a_video_already_named() -> None:
+    with pytest.raises(InputError, match="did you mean 'vid_3'") as raised:
+        choose_validation_videos(["video_03", "vid_3"], 0.2, named=("video_03", "video_3"))
+    assert "'video_03'?" not in str(raised.value)
+
+
 def test_augmented_copies_are_read_for_training_videos_and_must_be_whole(
     feature_folder: Path, small_config: Path
 ) -> None:

@@ -272,6 +272,59 @@ def read_annotation_table(path: str | Path, check_times: bool = True) -> dict[st
     return {"taxonomy": taxonomy, "annotations": table.videos}
 
 
+def _one_typo_apart(a: str, b: str) -> bool:
+    """Whether two different names differ by one letter added, left out, replaced, or two neighbours swapped; a digit
+    replaced by another is no typo (``cut1``, ``cut3``: numbered steps)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [k for k in range(len(a)) if a[k] != b[k]]
+        if len(diff) == 1:
+            return not (a[diff[0]].isdigit() and b[diff[0]].isdigit())
+        return (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    k = next((k for k in range(len(short)) if short[k] != long[k]), len(short))
+    return short[k:] == long[k + 1:]
+
+
+def step_spelling_warning(path: str | Path, data: dict[str, Any]) -> str | None:
+    """One ``warning:`` line on the step names of a table that look like another step mistyped, or None.
+
+    A table makes a step of every name it holds, so a typo in one row (``insert_pol``) became a step of its own: a
+    class of the detector and a node of the graph, while the step it was meant to be went missing from that video
+    (the graph then lost the pre-conditions that video broke). A name is suspected when it is written in one video
+    only, five letters or more, one typo away (`_one_typo_apart`, case, spaces, ``_`` and ``-`` ignored) from a step of
+    two videos or more
+    that this video does not hold. Warned of rather than refused: two real steps may be named one letter apart.
+
+    Args:
+        path: the table (named in the line).
+        data: `read_annotation_table`'s result.
+    """
+    found = []
+    for scenario in data["taxonomy"]:
+        videos_of: dict[str, set[str]] = {}
+        for video, record in data["annotations"].items():
+            if record["scenario"] == scenario:
+                for seg in record["segments"]:
+                    videos_of.setdefault(seg["step_name"], set()).add(video)
+        for rare, held in videos_of.items():
+            if len(held) != 1 or len(_fold(rare)) < 5:  # pole, hole: short names are often this close
+                continue
+            near = [name for name, others in videos_of.items() if len(others) >= 2 and not others & held
+                    and _one_typo_apart(_fold(rare), _fold(name))]
+            if near:
+                found.append(f"step {printable(rare)!r} (video {printable(next(iter(held)))!r} only) looks like "
+                             f"{printable(near[0])!r} mistyped (in {len(videos_of[near[0]])} other videos, not "
+                             "that one)")
+    if not found:
+        return None
+    return (f"warning: {path}: {'; '.join(found[:3])}{f'; and {len(found) - 3} more' if len(found) > 3 else ''}: "
+            "each name a table holds is a step of its own (a class of the detector, a node of the graph): write one "
+            "step the same way in every row")
+
+
 def _decimal_comma_hint(sep: str) -> str:
     """The end of a line refusing a comma-separated row of too many fields: a decimal comma splits a time in two."""
     return ", and a time holding a decimal comma (1,5) must be written with a point (1.5)" if sep == "," else ""

@@ -44,6 +44,7 @@ from graphs.annotation_csv import (
     looks_like_table,
     parse_time,
     read_annotation_table,
+    step_spelling_warning,
     table_text,
 )
 from graphs.common.errors import InputError
@@ -513,9 +514,10 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
             raise InputError(f"{src}: a table without a scenario column holds one scenario, {DEFAULT_SCENARIO!r}: "
                              f"leave --scenario out, or add a scenario column naming {printable(scenario_read)!r}")
         annotations.check_scenario(scenario_read, "--scenario")
-    line = timing_warning(annotations, scenario_read, learns_graph)
-    if line is not None:
-        print(printable(line), file=sys.stderr, flush=True)
+    for line in (timing_warning(annotations, scenario_read, learns_graph),
+                 step_spelling_warning(src, data) if is_table(path) else None):
+        if line is not None:
+            print(printable(line), file=sys.stderr, flush=True)
     return annotations
 
 

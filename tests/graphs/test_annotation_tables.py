@@ -229,3 +229,29 @@ def test_order_only_reads_a_table_as_it_reads_the_json(tmp_path: Path) -> None:
     assert [ann.taxonomy["procedure"][step] for step in ann.videos["run1"].steps] == ["unfold", "insert_pole"]
     with pytest.raises(InputError, match="line 2: the segment ends at 3 s, before it starts"):
         load_annotations(path)
+
+
+@pytest.mark.parametrize("typo", ["insert_pol", "isnert_pole", "insert_poel", "insert_pole2", "insert_pome"])
+def test_a_step_mistyped_in_one_row_is_warned_of(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  typo: str) -> None:
+    # A typo made a step of its own: a detector class and a graph node, and 'insert_pole' missing from run3.
+    rows = [*ROWS, "run3,unfold,0,8", f"run3,{typo},9,15"]
+    path = write(tmp_path, [HEADER, *rows])
+    ann = load_annotations(path)
+    assert sorted(ann.taxonomy["procedure"].values()) == sorted([typo, "insert_pole", "unfold"])  # still accepted
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1
+    assert (f"warning: {path}: step '{typo}' (video 'run3' only) looks like 'insert_pole' mistyped (in 2 other "
+            "videos, not that one)") in err
+
+
+@pytest.mark.parametrize("rows", [
+    (*ROWS, "run3,unfold,0,8", "run3,insert_pole,9,15", "run3,insert_poles,16,18"),  # both in one video: two steps
+    (*ROWS, "run3,unfold,0,8", "run3,attach_fly,9,15"),  # a step of its own, not one typo from another
+    ("run1,pole,0,5", "run2,pole,0,5", "run3,hole,0,5"),  # short names are often this close
+    ("run1,cut1,0,5", "run1,cut2,6,9", "run2,cut1,0,5", "run2,cut2,6,9", "run3,cut3,0,5"),  # numbered steps
+])
+def test_steps_named_apart_are_not_warned_of(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             rows: tuple[str, ...]) -> None:
+    load_annotations(write(tmp_path, [HEADER, *rows]))
+    assert "warning:" not in capsys.readouterr().err

@@ -68,8 +68,21 @@ class ConfirmationChoice:
     f1: dict[float, float | None]
     median_step_s: float | None
 
+    @property
+    def said(self) -> bool:
+        """Whether the trainer's output gives `summary`: candidates were scored, or the default was kept though it is
+        a single frame (steps too short for a longer one at a vector or two a second: the user reading the
+        manual's "it prints the choice" was told nothing)."""
+        return bool(self.f1) or self.config.frames(self.config.min_duration) <= 1
+
     def summary(self) -> str:
         """One line for the trainer's output: the length chosen, and why."""
+        if not self.f1:
+            why = ("no annotated step on the validation videos" if self.median_step_s is None else
+                   f"the validation videos' median step, {self.median_step_s:.1f} s, leaves no longer one to try "
+                   f"(one must fit in {STEP_SHARE:.0%} of it, its half spanning two frames or more)")
+            return (f"segmenter: a key-step is confirmed after {self.config.min_duration:g} s, the default, a single "
+                    f"frame at {self.config.fps:g} a second: {why}")
         scores = ", ".join(f"{s:g} s {'-' if f is None else f'{f:.1f}'}" for s, f in self.f1.items())
         median = "" if self.median_step_s is None else f"; median step {self.median_step_s:.1f} s"
         return (f"segmenter: a key-step is confirmed after {self.config.min_duration:g} s, chosen on the validation "

@@ -1016,7 +1016,7 @@ def print_training_report(console: Console, outcome: TrainOutcome, data: Feature
     if plot is not None:
         drawn = plot_curve(outcome.curve, outcome.kept_epoch, plot)
         console.print(printable(f"learning curve drawn in {drawn}"), markup=False, highlight=False)
-    if confirmation is not None and confirmation.f1:
+    if confirmation is not None and confirmation.said:
         console.print(printable(confirmation.summary()), markup=False, highlight=False)
     if evidence is not None:
         console.print(evidence_table(evidence, data.class_names, data.class_step_ids))

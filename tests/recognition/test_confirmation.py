@@ -52,6 +52,17 @@ def test_steps_of_a_few_seconds_keep_the_default_untried() -> None:
     base = SegmenterConfig(fps=2.0)
     choice = choose_confirmation(validation, CLASS_STEP_IDS, base)
     assert choice.config == base and choice.f1 == {}
+    # Said all the same: a confirmation of one frame, where the manual says the trainer prints its choice.
+    assert choice.said and choice.summary() == (
+        "segmenter: a key-step is confirmed after 0.5 s, the default, a single frame at 2 a second: the validation "
+        "videos' median step, 3.0 s, leaves no longer one to try (one must fit in 25% of it, its half spanning two "
+        "frames or more)")
+
+
+def test_the_default_at_video_rates_goes_unsaid() -> None:
+    rng = np.random.default_rng(1)
+    choice = choose_confirmation({"v": outputs(3, 5.0, 5, rng)}, CLASS_STEP_IDS, SegmenterConfig(fps=5.0))
+    assert choice.f1 == {} and not choice.said
 
 
 def test_a_tie_goes_to_the_shorter_confirmation() -> None:

@@ -253,3 +253,30 @@ def test_the_usage_lines_name_the_values_as_the_options_below_them(capsys: pytes
     page = help_page(prego_bench, [], capsys)
     assert page.startswith("usage: prego-bench [--dataset DATASET ... |")
     assert "\n  --dataset DATASET [DATASET ...]\n" in page
+
+
+@pytest.mark.parametrize(("main", "argv", "said"), [
+    (recognition_features, ["import", "--features", "npy", "--annotations", "a.json", "--rate", "1", "--out", "f",
+                            "--test-video", "v3"],
+     "recognition-features import: unrecognized arguments: --test-video v3; did you mean --test-videos? "
+     "(see recognition-features import --help)"),
+    (stream_detect, ["--video", "demo", "--detectr", "d.pt"],
+     "stream-detect run: unrecognized arguments: --detectr d.pt; did you mean --detector? (see stream-detect run "
+     "--help)"),
+    (tgml, ["train", "--annotations", "a.json", "--out", "g.json", "--exclude-video", "v3"],
+     "tgml train: unrecognized arguments: --exclude-video v3; did you mean --exclude-videos? (see tgml train --help)"),
+    # A required option mistyped was answered only that it is required, to a user who believed it given.
+    (recognition_features, ["import", "--features", "npy", "--annotation", "a.json", "--rate", "1", "--out", "f"],
+     "recognition-features import: unrecognized arguments: --annotation; did you mean --annotations? (the following "
+     "arguments are required: --annotations) (see recognition-features import --help)"),
+    (recognition_train, ["--feature", "f", "--out", "o.pt"],
+     "recognition-train: unrecognized arguments: --feature; did you mean --features? (the following arguments are "
+     "required: --features) (see recognition-train --help)"),
+    # Matched without the leading dashes: --bogus is like no option (it had looked like --verbose).
+    (stream_detect, ["eval", "--demo", "--bogus"], "stream-detect eval: unrecognized arguments: --bogus (see "
+                                                   "stream-detect eval --help)"),
+])
+def test_a_mistyped_option_is_named_with_the_one_meant(
+    main: Callable[[list[str]], object], argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_error(main, argv, capsys) == f"error: {said}"

@@ -5,6 +5,7 @@ docstring."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 import weakref
 from collections.abc import Sequence
@@ -56,6 +57,7 @@ class ArgumentParser(argparse.ArgumentParser):
         # No abbreviations: `prego-bench --seed 7` ran seeds 42..48 as `--seeds 7`, without a word.
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._parsing: list[str] = []  # the arguments of the parse under way (`error` names an unknown one)
         self.register("action", "store", _StoreOnce)
         self.register("action", None, _StoreOnce)  # argparse's name for its default action
         self.register("action", "parsers", _SubCommands)  # what add_subparsers makes
@@ -71,8 +73,34 @@ class ArgumentParser(argparse.ArgumentParser):
                 flush()
 
     def error(self, message: str) -> NoReturn:
-        """Raise the usage error as an `InputError` naming the command."""
+        """Raise the usage error as an `InputError` naming the command.
+
+        A required option missed because it was mistyped (``--annotation labels.json``) is named as the unknown
+        option it is, with the one meant: argparse says only that ``--annotations`` is required, to a user who
+        believes it given.
+        """
+        if message.startswith("the following arguments are required") and not self._subparsers:
+            options = self._parsing[:self._parsing.index("--")] if "--" in self._parsing else self._parsing
+            unknown = [arg for arg in options if arg.startswith("--")
+                       and arg.split("=", 1)[0] not in self._option_string_actions]
+            if unknown:
+                message = f"{self.unknown_options(unknown)} ({message})"
         raise InputError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+    def unknown_options(self, extras: Sequence[str]) -> str:
+        """``unrecognized arguments: ...``, ending with the option the first unknown one most likely meant."""
+        first = next((arg.split("=", 1)[0] for arg in extras if arg.startswith("--")), None)
+        # Matched without the dashes every option shares, which made --bogus look like --verbose.
+        known = [option[2:] for option in self._option_string_actions if option.startswith("--")]
+        close = difflib.get_close_matches(first[2:], known, n=1, cutoff=0.6) if first is not None else []
+        hint = f"; did you mean --{close[0]}?" if close else ""
+        return f"unrecognized arguments: {' '.join(extras)}{hint}"
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        """Parse like argparse, keeping the arguments for `error` (a sub-command's parser gets its own here)."""
+        self._parsing = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: None = None) -> argparse.Namespace:  # type: ignore[override]
         """Parse like argparse, but an unknown option is reported by the sub-command that was chosen.
@@ -83,7 +111,9 @@ class ArgumentParser(argparse.ArgumentParser):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             chosen = chosen_parser(self, parsed)
-            raise InputError(f"{chosen.prog}: unrecognized arguments: {' '.join(extras)} (see {chosen.prog} --help)")
+            said = (chosen.unknown_options(extras) if isinstance(chosen, ArgumentParser)
+                    else f"unrecognized arguments: {' '.join(extras)}")
+            raise InputError(f"{chosen.prog}: {said} (see {chosen.prog} --help)")
         return parsed
 
 

@@ -337,7 +337,10 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
         # The closest recording of the scenario to the first name that may be a typo: a typo was left to be found in
         # the file. Not for a recording of another scenario (it is spelt right: "did you mean" sent the user to a
         # neighbour of its name), nor towards a name already listed.
-        typo = next((n for n in unknown if n not in annotations.videos), None)
+        # Nor for a name with a feature file in --features: spelt as its file, it lacks the annotation ("did you
+        # mean 'video_05'?" was said of video_06, the split's test recording the labels had lost).
+        typo = next((n for n in unknown if n not in annotations.videos
+                     and not _has_feature_file(n, config.features)), None)
         hint = meant_name(typo, set(known) - set(names), 0) if typo is not None else ""
         raise InputError(f"{where}: {', '.join(unknown)} {what}{hint}")
     # Unchosen, every annotated recording is asked for (with --features: only augmented copies, <video>.aug<k>.npy,
@@ -891,6 +894,12 @@ def result_json(result: EvalResult) -> dict[str, Any]:
         detail = video_detail(run, result.graph) if result.graph is not None else {}
         videos.append(scores_json(score) | {"rule_disagreements": disagreements} | detail)
     return {"settings": result.settings, "videos": videos, "total": scores_json(total(result.scores))}
+
+
+def _has_feature_file(name: str, specs: Sequence[str]) -> bool:
+    """Whether ``--features`` (folders or files) holds ``<name>.npy``."""
+    return any((Path(spec) / f"{name}.npy").is_file() if Path(spec).is_dir() else Path(spec).name == f"{name}.npy"
+               for spec in specs)
 
 
 def _check_unique(names: Sequence[str]) -> None:

@@ -219,6 +219,19 @@ def test_videos_list_hints_no_recording_spelt_right_nor_one_listed_already(
     assert "test_okk not annotated" in line and "did you mean 'test_ok'?" not in line
 
 
+def test_a_listed_recording_with_a_feature_file_but_no_annotation_hints_no_neighbour(
+        trained: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Spelt as its file, rec1 lacks an annotation: "did you mean 'rec0'?" sent the user to another recording.
+    raw = json.loads((trained / "labels.json").read_text())
+    del raw["annotations"]["rec1"]
+    labels = trained / "without-rec1.json"
+    labels.write_text(json.dumps(raw))
+    line = cli_error(stream_detect, eval_argv(trained, "--annotations", str(labels), "--videos-list", "rec1"), capsys)
+    assert line == f"error: --videos-list: rec1 not annotated in {labels} (scenario kit)"
+    line = cli_error(stream_detect, eval_argv(trained, "--annotations", str(labels), "--videos-list", "rec01"), capsys)
+    assert line.endswith("; did you mean 'rec0'?")  # no file of that name: a typo, perhaps
+
+
 def test_two_feature_sources_of_one_stream_id_are_named_as_features(trained: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     # The message named them "--video", an option the user had not given.

@@ -392,8 +392,10 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
         path: the file.
         check_times: the segment check every command shares (module docstring): no negative time, no segment that
             ends before or when it starts (a step never done, ``start_time == end_time < 0``, excepted); overlaps and
-            steps never done are counted and reported in one warning line on stderr (`timing_warning`). False reads
-            a published benchmark file as published (only the order of its segments is used), without a warning.
+            steps never done are counted and reported in one warning line on stderr (`timing_warning`), a table's
+            step names that look mistyped in another (`step_spelling_warning`). False reads a published benchmark
+            file as published (only the order of its segments is used), without a warning (the learners read the
+            file again this way: the first read had warned).
         scenario_read: the scenario the command reads, when it knows it before reading: the warning counts its
             videos alone (None, or a scenario the file does not have: the whole file's).
         scenario_required: ``scenario_read`` is the user's and must be the file's: one the file does not have is
@@ -515,7 +517,7 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
                              f"leave --scenario out, or add a scenario column naming {printable(scenario_read)!r}")
         annotations.check_scenario(scenario_read, "--scenario")
     for line in (timing_warning(annotations, scenario_read, learns_graph),
-                 step_spelling_warning(src, data) if is_table(path) else None):
+                 step_spelling_warning(src, data) if is_table(path) and check_times else None):
         if line is not None:
             print(printable(line), file=sys.stderr, flush=True)
     return annotations

@@ -281,8 +281,7 @@ def _one_typo_apart(a: str, b: str) -> bool:
         diff = [k for k in range(len(a)) if a[k] != b[k]]
         if len(diff) == 1:
             return not (a[diff[0]].isdigit() and b[diff[0]].isdigit())
-        return (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
-                                  and a[diff[1]] == b[diff[0]])
+        return len(diff) == 2 and diff[1] == diff[0] + 1 and (a[diff[0]], a[diff[1]]) == (b[diff[1]], b[diff[0]])
     short, long = (a, b) if len(a) < len(b) else (b, a)
     k = next((k for k in range(len(short)) if short[k] != long[k]), len(short))
     return short[k:] == long[k + 1:]
@@ -294,9 +293,9 @@ def step_spelling_warning(path: str | Path, data: dict[str, Any]) -> str | None:
     A table makes a step of every name it holds, so a typo in one row (``insert_pol``) became a step of its own: a
     class of the detector and a node of the graph, while the step it was meant to be went missing from that video
     (the graph then lost the pre-conditions that video broke). A name is suspected when it is written in one video
-    only, five letters or more, one typo away (`_one_typo_apart`, case, spaces, ``_`` and ``-`` ignored) from a step of
-    two videos or more
-    that this video does not hold. Warned of rather than refused: two real steps may be named one letter apart.
+    only, has five letters or more and is one typo (`_one_typo_apart`; case, spaces, ``_`` and ``-`` ignored) from a
+    step of two videos or more that this video does not hold. Warned of rather than refused: two real steps may be
+    named one letter apart.
 
     Args:
         path: the table (named in the line).

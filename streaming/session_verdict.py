@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from graphs.common.safe_text import first_few
+from graphs.common.safe_text import count_of, first_few
 from streaming.messages import Alert, MissingSteps, Retraction
 
 MISTAKES_NAMED: int = 3  # mistakes a verdict line names; it counts the rest
@@ -147,8 +147,8 @@ def nothing_recognised(recognised: int, counted: int) -> bool:
 def no_verdict_text(frames: int) -> str:
     """What is said of a session that recognised nothing (`nothing_recognised`), in the view, eval and the
     dashboard."""
-    return (f"no key-step recognised in {frames} frames, so no verdict (is the detector trained for this procedure "
-            "and this view?)")
+    return (f"no key-step recognised in {count_of(frames, 'frame')}, so no verdict (is the detector trained for "
+            "this procedure and this view?)")
 
 
 def ended_text(

@@ -50,7 +50,7 @@ from streaming.messages import (
     run_of,
 )
 from streaming.readers import Frame, ReaderConfig, open_reader
-from streaming.session_verdict import SessionVerdict, verdict_text
+from streaming.session_verdict import SessionVerdict, no_verdict_text, verdict_text
 from streaming.transport import SILENT_S, Publisher, bind, connect
 from streaming.view.client import Viewer, run_view
 from streaming.view.render import PROBABILITY_HEADER, render
@@ -559,6 +559,12 @@ def test_a_mistake_alerted_at_each_detection_is_named_once_with_how_often() -> N
     session.state.alerts.popleft()  # one the view never got: counted beyond the ones it names
     text = draw(session.state, width=300)
     assert "cam0 ended: 3 mistakes (boil_water before fill_kettle [twice]; and 1 more)" in text
+
+
+def test_no_verdict_counts_one_frame_in_the_singular() -> None:
+    # A one-row feature file (stream-detect --features) ended "no key-step recognised in 1 frames".
+    assert no_verdict_text(1).startswith("no key-step recognised in 1 frame, so no verdict")
+    assert no_verdict_text(41).startswith("no key-step recognised in 41 frames, so no verdict")
 
 
 def test_a_session_in_which_nothing_was_recognised_gets_no_verdict_not_correct() -> None:

@@ -470,8 +470,11 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
                     else f".scenario = {as_written(scenario, 60)} is not in the taxonomy (its scenarios: {known})")
             raise InputError(f"{src}: annotations[{video!r}]{what}")
         segments = record.get("segments")
+        if segments is None and "segments" not in record:  # "must be a list" read as if one were there
+            raise InputError(f"{src}: annotations[{video!r}] has no 'segments' (the list of its key-steps, each with "
+                             "step_id, start_time and end_time)")
         if not isinstance(segments, list):
-            raise InputError(f"{src}: annotations[{video!r}].segments must be a list")
+            raise InputError(f"{src}: annotations[{video!r}].segments must be a list, not {json_kind(segments)}")
         if not segments:
             raise InputError(f"{src}: annotations[{video!r}].segments is empty (a video without a key-step)")
         steps_list: list[int] = []

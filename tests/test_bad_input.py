@@ -219,7 +219,8 @@ ANNOTATION_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "no-taxonomy": (lambda d: d.pop("taxonomy"), "missing object field 'taxonomy'"),
     "annotations-a-list": (lambda d: d.update(annotations=[]), "field 'annotations' must be an object, not a list"),
     "taxonomy-a-list": (lambda d: d.update(taxonomy=[]), "field 'taxonomy' must be an object, not a list"),
-    "segments-not-list": (lambda d: video0(d).update(segments={}), "segments must be a list"),
+    "segments-not-list": (lambda d: video0(d).update(segments={}), "segments must be a list, not an object"),
+    "segments-missing": (lambda d: video0(d).pop("segments"), "] has no 'segments' (the list of its key-steps"),
     "scenario-unknown": (lambda d: video0(d).update(scenario="x"), 'scenario = "x"'),
     # 10,000 unused taxonomy steps: tgml train learned over 10^8 step pairs for over 15 minutes at 3.4 GB.
     "10000-unused-steps": (lambda d: d["taxonomy"]["demo-tea"].update(

@@ -763,7 +763,7 @@ def _never_done_table(state: ViewState, reports: list[tuple[float, MissingSteps]
     never = layout.table(title, "bold red")
     layout.fixed(never, "time", CLOCK_WIDTH)
     layout.stream(never, len(STOPPED_MARK) if mixed else 0)
-    layout.names(never, "missing key-steps", 1)
+    layout.names(never, "key-steps", 1)  # the title says ended or stopped: "missing" misread a stop
     for when, report in reports:
         never.add_row(_text(clock_text(when)), _text(_never_done_stream(report, state, mixed)),
                       _text(_never_done_names(report, state), "bold red"))

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVarTuple
 
 import numpy as np
 import pytest
@@ -103,6 +103,15 @@ class Files:
         return str(self.root / name)
 
 
+Ts = TypeVarTuple("Ts")
+
+
+def bound(build: Callable[[Files, *Ts], list[str]], *values: *Ts) -> Callable[[Files], list[str]]:
+    """``build`` with its arguments after the files bound now: a case made in a loop keeps its own loop values (a
+    lambda over the loop variables would read their last values when the test runs)."""
+    return lambda f: build(f, *values)
+
+
 @dataclass(frozen=True)
 class Case:
     """One bad command line: the command, its argv built from `Files`, and the text its error line must hold."""
@@ -164,7 +173,7 @@ def json_cases() -> list[Case]:
             if broken == "not-an-object" and option == "prego-replay-graph":
                 continue  # the frames file is read after the graph: covered by prego-replay-frames
             cases.append(Case(f"{option}/{broken}", main,
-                              lambda f, make=make, argv=argv: argv(make(f, "input.json")),
+                              bound(lambda f, make, argv: argv(make(f, "input.json")), make, argv),
                               "input.json"))
     return cases
 
@@ -199,7 +208,8 @@ def graph_cases() -> list[Case]:
     for bad, (change, culprit) in GRAPH_FILE.items():
         for option in ("tgml-show", "stream-detect-graph"):
             main, argv = JSON_OPTIONS[option]
-            cases.append(Case(f"graph-{bad}/{option}", main, lambda f, c=change, a=argv: a(f.graph(c)), culprit))
+            cases.append(Case(f"graph-{bad}/{option}", main, bound(lambda f, c, a: a(f.graph(c)), change, argv),
+                              culprit))
     return cases
 
 
@@ -231,7 +241,7 @@ ANNOTATION_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
 
 def annotation_cases() -> list[Case]:
     main, argv = JSON_OPTIONS["tgml-train-annotations"]
-    return [Case(f"annotations-{bad}", main, lambda f, c=change: argv(f.annotations(c)), culprit)
+    return [Case(f"annotations-{bad}", main, bound(lambda f, c: argv(f.annotations(c)), change), culprit)
             for bad, (change, culprit) in ANNOTATION_FILE.items()]
 
 
@@ -316,12 +326,12 @@ def _zip_of_text() -> bytes:
 
 def checkpoint_cases() -> list[Case]:
     cases = [Case(f"checkpoint-{bad}", stream_detect,
-                  lambda f, c=change: ["--video", "demo", "--detector", f.checkpoint(c), "--jsonl"], culprit)
+                  bound(lambda f, c: ["--video", "demo", "--detector", f.checkpoint(c), "--jsonl"], change), culprit)
              for bad, (change, culprit) in CHECKPOINT.items()]
     for bad, content in (("text", "not a checkpoint"), ("empty", ""), ("truncated", DETECTOR.read_bytes()[:2000]),
                          ("five-bytes", "hello"), ("zip-of-text", _zip_of_text())):
         cases.append(Case(f"checkpoint-{bad}", stream_detect,
-                          lambda f, c=content: ["--video", "demo", "--detector", f.text("d.pt", c), "--jsonl"],
+                          bound(lambda f, c: ["--video", "demo", "--detector", f.text("d.pt", c), "--jsonl"], content),
                           "d.pt: not a detector checkpoint"))
     cases.append(Case("checkpoint-zip-bomb", stream_detect,
                       lambda f: ["--video", "demo", "--detector", f.text("d.pt", _zip_bomb()), "--jsonl"],
@@ -332,7 +342,7 @@ def checkpoint_cases() -> list[Case]:
 
 
 def flag(name: str, main: Callable[[list[str]], object], argv: list[str], culprit: str) -> Case:
-    return Case(name, main, lambda f, argv=argv: list(argv), culprit)
+    return Case(name, main, lambda f: list(argv), culprit)
 
 
 def flag_cases(tmp: str) -> list[Case]:
@@ -449,8 +459,8 @@ def flag_cases(tmp: str) -> list[Case]:
                                    ("--background", str(10**22), "--background 10000000000000000000000: expected an "
                                                                  "integer in 0..2147483647")):
         cases.append(Case(f"prego-replay-{option[2:]}-{value}", prego_bench,
-                          lambda f, o=option, v=value: ["replay", "--frames", f.json("frames.json", frames), "--graph",
-                                                        str(GRAPH), "--no-sweep", o, v], culprit))
+                          bound(lambda f, o, v: ["replay", "--frames", f.json("frames.json", frames), "--graph",
+                                                 str(GRAPH), "--no-sweep", o, v], option, value), culprit))
     for method in ("noisy-and", "do", "tgt-text"):
         cases.append(flag(f"tgml-train-lr-1e308-{method}", tgml, [*tgml_train, "--method", method, "--lr", "1e308"],
                           "--lr 1e+308: expected a number in (0, 1e+06]"))
@@ -467,8 +477,8 @@ def flag_cases(tmp: str) -> list[Case]:
 def frames_cases() -> list[Case]:
     labels = {"label-10^30": 10**30, "label-negative": -5, "label-2^31": 2**31, "label-bool": True, "label-float": 1.0}
     return [Case(f"prego-replay-frames-{bad}", prego_bench,
-                 lambda f, v=value: ["replay", "--frames", f.json("frames.json", {"v": {"pred": [1, v], "gt": [1, 1]}}),
-                                     "--graph", str(GRAPH), "--no-sweep"], "frames.json: video 'v'")
+                 bound(lambda f, v: ["replay", "--frames", f.json("frames.json", {"v": {"pred": [1, v], "gt": [1, 1]}}),
+                                     "--graph", str(GRAPH), "--no-sweep"], value), "frames.json: video 'v'")
             for bad, value in labels.items()] + [
         # gt and pred of different lengths were scored against each other as if they labelled the same frames.
         Case("prego-replay-frames-pred-gt-lengths", prego_bench,
@@ -494,8 +504,8 @@ def toml_cases() -> list[Case]:
     cases = []
     for bad, (content, culprit) in bad_toml.items():
         cases.append(Case(f"recognition-train-config-{bad}", recognition_train,
-                          lambda f, c=content: ["--features", f.folder("feats"), "--config", f.text("c.toml", c),
-                                                "--out", f.missing("d.pt")], culprit))
+                          bound(lambda f, c: ["--features", f.folder("feats"), "--config", f.text("c.toml", c),
+                                              "--out", f.missing("d.pt")], content), culprit))
     cases.append(Case("tgml-train-config-syntax", tgml,
                       lambda f: ["train", "--annotations", str(ANNOTATIONS), "--scenario", "demo-tea", "--out",
                                  f.missing("g.json"), "--config", f.text("c.toml", "[x\n")], "invalid TOML"))
@@ -506,12 +516,12 @@ def toml_cases() -> list[Case]:
     for name, key in (("c.toml", "a = "), ("c.yaml", "a: ")):
         deep = key + "[" * 50_000 + "]" * 50_000
         cases.append(Case(f"recognition-train-config-deep-{name}", recognition_train,
-                          lambda f, n=name, d=deep: ["--features", f.folder("feats"), "--config", f.text(n, d),
-                                                     "--out", f.missing("d.pt")], "nested too deeply"))
+                          bound(lambda f, n, d: ["--features", f.folder("feats"), "--config", f.text(n, d),
+                                                 "--out", f.missing("d.pt")], name, deep), "nested too deeply"))
         cases.append(Case(f"tgml-train-config-deep-{name}", tgml,
-                          lambda f, n=name, d=deep: ["train", "--annotations", str(ANNOTATIONS), "--scenario",
-                                                     "demo-tea", "--out", f.missing("g.json"), "--config",
-                                                     f.text(n, d)], "nested too deeply"))
+                          bound(lambda f, n, d: ["train", "--annotations", str(ANNOTATIONS), "--scenario",
+                                                 "demo-tea", "--out", f.missing("g.json"), "--config",
+                                                 f.text(n, d)], name, deep), "nested too deeply"))
     return cases
 
 
@@ -524,6 +534,11 @@ def npy_with_header(header: str, data: bytes = b"") -> bytes:
 
 def _features_file(root: Path) -> Path:
     return root / "rgb_synth" / "video_00.npy"
+
+
+def _folder_in_place(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
 
 
 def _as_npz(root: Path) -> None:
@@ -552,7 +567,7 @@ FEATURE_ARRAYS: dict[str, tuple[Callable[[Path], object], str]] = {
                         "have dtype object, expected floats (float16, float32, float64, ...), integers or unsigned "
                         "integers"),
     "not-npy": (lambda r: _features_file(r).write_text("features"), "not a NumPy .npy file"),
-    "a-folder": (lambda r: (_features_file(r).unlink(), _features_file(r).mkdir()), "is a folder"),
+    "a-folder": (lambda r: _folder_in_place(_features_file(r)), "is a folder"),
     # A row marking background and a key-step was split evenly between them: half a frame of each, silently.
     "two-hot-background": (lambda r: _two_hot(r), "target row 3 marks background (class 0) and a key-step class"),
 }
@@ -587,12 +602,12 @@ def feature_cases() -> list[Case]:
     cases = []
     for bad, (change, culprit) in FEATURE_ARRAYS.items():
         cases.append(Case(f"recognition-train-features-{bad}", recognition_train,
-                          lambda f, c=change: ["--features", f.features(c), "--config", f.small_config(), "--out",
-                                               f.missing("d.pt")], culprit))
-    for bad, (change, culprit) in SPLIT_FILE.items():
+                          bound(lambda f, c: ["--features", f.features(c), "--config", f.small_config(), "--out",
+                                              f.missing("d.pt")], change), culprit))
+    for bad, (edit, culprit) in SPLIT_FILE.items():
         cases.append(Case(f"recognition-train-split-{bad}", recognition_train,
-                          lambda f, c=change: ["--features", f.features(lambda r: _edit_split(r, c)), "--config",
-                                               f.small_config(), "--out", f.missing("d.pt")], culprit))
+                          bound(lambda f, e: ["--features", f.features(lambda r: _edit_split(r, e)), "--config",
+                                              f.small_config(), "--out", f.missing("d.pt")], edit), culprit))
     cases.append(Case("stream-detect-eval-split-video-twice", stream_detect,
                       lambda f: ["eval", "--videos", f.folder("videos"), "--annotations", str(ANNOTATIONS), "--graph",
                                  str(GRAPH), "--detector", str(DETECTOR), "--quiet", "--split",
@@ -690,7 +705,7 @@ def test_every_public_annotation_file_is_read_by_every_command_that_reads_annota
 
 def segment_cases() -> list[Case]:
     return [Case(f"segments-{bad}/{command}", main,
-                 lambda f, c=change, a=argv: a(f, f.annotations(c)), culprit)
+                 bound(lambda f, c, a: a(f, f.annotations(c)), change, argv), culprit)
             for bad, (change, culprit) in SEGMENTS.items()
             for command, (main, argv) in ANNOTATION_COMMANDS.items()]
 
@@ -724,13 +739,14 @@ SAVED_SCENARIOS = {"dot-dot": "../x", "absolute": f"{TMP}/elsewhere/x"}
 
 def video_key_cases() -> list[Case]:
     cases = [Case(f"save-graphs-scenario-{bad}", prego_bench,
-                  lambda f, n=name: ["--annotations", f.annotations(_scenario_as(n.replace(TMP, str(f.root)))),
-                                     "--scenario", n.replace(TMP, str(f.root)), "--test-videos", "demo_030,demo_031",
-                                     "--save-graphs", f.folder("graphs")],
+                  bound(lambda f, n: ["--annotations", f.annotations(_scenario_as(n.replace(TMP, str(f.root)))),
+                                      "--scenario", n.replace(TMP, str(f.root)), "--test-videos", "demo_030,demo_031",
+                                      "--save-graphs", f.folder("graphs")], name),
                   "--save-graphs: scenario ")
              for bad, name in SAVED_SCENARIOS.items()]
     return cases + [Case(f"video-key-{bad}/{command}", main,
-                         lambda f, k=key, a=argv: a(f, f.annotations(_first_video_as(k.replace(TMP, str(f.root))))),
+                         bound(lambda f, k, a: a(f, f.annotations(_first_video_as(k.replace(TMP, str(f.root))))),
+                               key, argv),
                          "a video key names the video's file and the files written for it, so it must be a file "
                          "name without a folder")
                     for bad, key in VIDEO_KEYS.items()

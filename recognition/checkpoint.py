@@ -44,7 +44,7 @@ import zipfile
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -271,23 +271,23 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
     if not isinstance(data, dict):  # no fields at all: what it holds instead, not a 'format' it does not have
         raise InputError(f"{src}: not a detector checkpoint: it holds {json_kind(data)}, not the object of fields "
                          "recognition-train writes")
+    if "format" not in data and data and all(isinstance(value, torch.Tensor) for value in data.values()):
+        # torch.save(model.state_dict()): the weights alone, without the classes, rate and sizes that give them sense
+        raise InputError(f"{src}: not a detector checkpoint: it holds bare model weights (a state_dict), not the "
+                         "object of fields recognition-train writes around them")
+    if "format" not in data:  # "is null" named a value nobody wrote
+        raise InputError(f"{src}: field 'format' is missing (expected {as_written(FORMAT_NAME)})")
     if data.get("format") != FORMAT_NAME:
         raise InputError(f"{src}: field 'format' is {as_written(data.get('format'), 60)}, expected "
                          f"{as_written(FORMAT_NAME)}")
+    if "version" not in data:
+        raise InputError(f"{src}: field 'version' is missing (this program reads version {FORMAT_VERSION})")
     version = data.get("version")
     if type(version) is not int or version != FORMAT_VERSION:
         raise InputError(
             f"{src}: unsupported checkpoint version {data.get('version')!r:.60} (this program reads {FORMAT_VERSION})"
         )
-    cfg = data.get("config")
-    if not isinstance(cfg, dict) or not all(isinstance(key, str) for key in cfg):
-        raise InputError(f"{src}: field 'config' must be an object")
-    try:
-        config = MiniROADConfig(**cfg)
-    except TypeError as err:
-        raise InputError(f"{src}: bad field 'config' ({err})") from None
-    except InputError as err:
-        raise InputError(f"{src}: {err}") from None
+    config = _stored_config(data.get("config"), src)
     for key in ("class_names", "class_step_ids"):
         if not isinstance(data.get(key), list | tuple):  # a string would pass as a list of one-letter names
             raise InputError(f"{src}: field {key!r} must be a list (one entry per class)")
@@ -314,6 +314,30 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
     model = MiniROAD(config)
     model.load_state_dict(state)
     return model.to(device).eval(), meta
+
+
+# The sizes save_detector has always written: a default in their place builds a model of other sizes, whose weights
+# are then refused as "do not fit the stored config", naming a layer instead of the field that is gone. The other
+# fields of MiniROADConfig came later and keep their defaults for the checkpoints written before them.
+_REQUIRED_CONFIG: Final = ("input_dim", "embed_dim", "hidden_dim", "num_classes")
+
+
+def _stored_config(cfg: object, src: str) -> MiniROADConfig:
+    """The checkpoint's ``config`` field as a `MiniROADConfig`, or one `InputError` naming the field and its key."""
+    if not isinstance(cfg, dict) or not all(isinstance(key, str) for key in cfg):
+        raise InputError(f"{src}: field 'config' must be an object")
+    known = {f.name for f in fields(MiniROADConfig)}
+    unknown = sorted(key for key in cfg if key not in known)
+    if unknown:  # MiniROADConfig's own TypeError spoke of __init__ and keyword arguments
+        raise InputError(f"{src}: field 'config' has unknown key {as_written(unknown[0], 60)} (the keys it may "
+                         f"hold: {', '.join(sorted(known))})")
+    missing = [key for key in _REQUIRED_CONFIG if key not in cfg]
+    if missing:
+        raise InputError(f"{src}: field 'config' lacks {', '.join(map(repr, missing))}")
+    try:
+        return MiniROADConfig(**cfg)
+    except InputError as err:  # named as the class's fields, which the file calls config's
+        raise InputError(f"{src}: field 'config': {str(err).removeprefix('MiniROADConfig.')}") from None
 
 
 def _check_archive(handle: IO[bytes], src: str) -> None:

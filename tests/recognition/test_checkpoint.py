@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -146,6 +148,50 @@ def test_a_missing_field_is_named_missing_not_given_a_default(tmp_path: Path, ke
     del data[key]
     torch.save(data, path)
     with pytest.raises(InputError, match=f"field '{key}' is missing$"):
+        load_detector(path)
+
+
+@pytest.mark.parametrize(("key", "message"), [
+    # "field 'format' is null" and "unsupported checkpoint version None": values nobody wrote.
+    ("format", "field 'format' is missing (expected \"miniroad-detector\")"),
+    ("version", "field 'version' is missing (this program reads version 1)"),
+])
+def test_a_missing_format_or_version_is_named_missing(tmp_path: Path, key: str, message: str) -> None:
+    _, path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    del data[key]
+    torch.save(data, path)
+    with pytest.raises(InputError, match=f"^{path}: {re.escape(message)}$"):
+        load_detector(path)
+
+
+def test_a_saved_state_dict_is_said_to_be_bare_weights(tmp_path: Path) -> None:
+    # torch.save(model.state_dict()), the usual way to save a model, was refused as "field 'format' is null".
+    path = tmp_path / "weights.pt"
+    torch.save(MiniROAD(CFG).state_dict(), path)
+    with pytest.raises(InputError, match=f"^{path}: not a detector checkpoint: it holds bare model weights \\(a "
+                                         "state_dict\\), not the object of fields recognition-train writes around "
+                                         "them$"):
+        load_detector(path)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    # MiniROADConfig's TypeError: "bad field 'config' (MiniROADConfig.__init__() got an unexpected keyword argument".
+    (lambda c: c.update(bogus=1), "field 'config' has unknown key \"bogus\" (the keys it may hold: done_head, "
+                                  "dropout, embed_dim, hidden_dim, input_dim, motion_lag, num_classes)"),
+    # The default hidden_dim (1024) was taken: "weights do not fit the stored config (gru.weight_ih_l0 has shape...".
+    (lambda c: c.pop("hidden_dim"), "field 'config' lacks 'hidden_dim'"),
+    # Named as a field of MiniROADConfig, a class the file never names.
+    (lambda c: c.update(hidden_dim=1.5), "field 'config': hidden_dim = 1.5: must be a positive integer"),
+])
+def test_a_config_key_unknown_missing_or_wrong_is_named_as_the_files_field(
+    tmp_path: Path, change: Callable[[dict[str, object]], object], message: str
+) -> None:
+    _, path = _saved(tmp_path)
+    data = torch.load(path, weights_only=True)
+    change(data["config"])
+    torch.save(data, path)
+    with pytest.raises(InputError, match=f"^{path}: {re.escape(message)}$"):
         load_detector(path)
 
 

@@ -378,6 +378,19 @@ def test_a_setting_refused_by_the_benchmark_names_the_option_that_set_it(
                                              "given: its default is assembly101-o epic-tent-o)")
 
 
+def test_a_settings_file_without_the_methods_table_is_named(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An empty file said "settings of epic-tent-o: no [count-based] table in the benchmark settings file": which?
+    settings = tmp_path / "s.toml"
+    settings.write_text("[do]\nepochs = 5\n")
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--method", "count-based", "--config",
+            f"epic-tent-o={settings}", "--quiet"]
+    assert cli_error(main, argv, capsys) == (f"error: --config epic-tent-o={settings}: no [count-based] table, which "
+                                             "--method count-based needs (a settings file given for a dataset "
+                                             "replaces its shipped one whole)")
+
+
 @pytest.mark.parametrize(("table", "line", "fragment"), [
     ("msg2", 'unique_executions = "yes"', '[msg2] unique_executions = "yes"'),
     ("noisy-and", "cut = 2.0", "[noisy-and] cut = 2.0"),

@@ -49,7 +49,7 @@ from tgml.bench.prego.data import (
     mode_sequences,
     resolve_data,
 )
-from tgml.bench.prego.methods import UNAVAILABLE, build_graph, load_method_settings
+from tgml.bench.prego.methods import SETTINGS_DIR, UNAVAILABLE, build_graph, load_method_settings
 from tgml.bench.prego.own_dataset import AnnotationSource, load_annotation_dataset, own_method_settings
 from tgml.bench.prego.published import PUBLISHED
 from tgml.bench.prego.scoring import aggregate, evaluate_graph, flat_metrics
@@ -299,8 +299,12 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
     else:
         for d in config.dataset_names:
             missing = [m for m in config.methods if m not in settings[d]]
-            if missing:
-                raise InputError(f"settings of {d}: no [{missing[0]}] table in the benchmark settings file")
+            if missing:  # named by the file: "the benchmark settings file" left the user to guess which
+                given = config.config_files.get(d)
+                where = (f"--config {d}={given}" if given is not None
+                         else f"{d}'s shipped settings file {SETTINGS_DIR / f'prego-{d}.toml'}")
+                raise InputError(f"{where}: no [{missing[0]}] table, which --method {missing[0]} needs (a settings "
+                                 "file given for a dataset replaces its shipped one whole)")
         graphs = learn_graphs(config, datasets, settings, progress)
         methods = config.methods
     if config.save_graphs is not None:

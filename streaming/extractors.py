@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import abc
 import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import numpy as np
 import torch
@@ -186,13 +187,14 @@ class TorchScriptExtractor(FeatureExtractor):
             handle = open_input(path, "TorchScript backbone file", limit=MAX_BACKBONE_BYTES)
         except InputError as err:
             raise InputError(f"--backbone {err}") from None
-        try:
-            with handle, warnings.catch_warnings():
-                # TorchScript is deprecated upstream but is still the one self-contained backbone format.
-                warnings.simplefilter("ignore", DeprecationWarning)
-                self.module = torch.jit.load(handle, map_location="cpu").eval()
-        except (RuntimeError, ValueError) as err:
-            raise InputError(f"--backbone {path}: not a TorchScript file ({str(err).splitlines()[0][:100]})") from None
+        with handle:
+            try:
+                with warnings.catch_warnings():
+                    # TorchScript is deprecated upstream but is still the one self-contained backbone format.
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    self.module = torch.jit.load(handle, map_location="cpu").eval()
+            except (RuntimeError, ValueError):
+                raise InputError(f"--backbone {path}: {_not_torchscript(handle)}") from None
         self.size = size
         self.path = path
         self.input_size = (size, size) if size else None
@@ -205,7 +207,7 @@ class TorchScriptExtractor(FeatureExtractor):
                                f"{_no_memory(path, f'a (2, 3, {side}, {side}) batch', err)}") from None
             raise InputError(f"--backbone {path}: fails on a (2, 3, {side}, {side}) batch "
                              f"({_last_line(err)[:120]})") from None
-        if probe.ndim < 2 or probe.shape[0] != 2:
+        if probe.ndim < 2 or probe.shape[0] != 2 or probe[0].numel() == 0:  # (2, 0): features of no width
             raise InputError(f"--backbone {path}: output has shape {tuple(probe.shape)}, expected (batch, features)")
         self.dim = int(probe[0].numel())
 
@@ -221,6 +223,8 @@ class TorchScriptExtractor(FeatureExtractor):
             out = out[0]
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"the output is a {type(out).__name__}, not a tensor")
+        if out.is_complex():  # made real it would lose its imaginary part, with torch's warning on stderr
+            raise TypeError(f"the output is a tensor of complex numbers ({out.dtype}), not real features")
         return out
 
     def __call__(self, frames: np.ndarray) -> np.ndarray:
@@ -240,6 +244,22 @@ class TorchScriptExtractor(FeatureExtractor):
             raise InputError(f"--backbone {self.path}: its features hold NaN or infinity (frame {int(np.argmax(bad))} "
                              f"of a batch of {len(frames)})")
         return features
+
+
+def _not_torchscript(handle: IO[bytes]) -> str:
+    """Why a file `torch.jit.load` refused is no backbone, in the user's terms: torch's own text speaks of its zip
+    reader ("PytorchStreamReader failed locating file constants.pkl: ... internal miniz error"), cut mid-word."""
+    try:
+        handle.seek(0)
+        with zipfile.ZipFile(handle) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        names = []
+    # torch.save writes <archive>/data.pkl; torch.jit.save writes that and the module's code beside it.
+    if any(n.endswith("/data.pkl") for n in names) and not any(n.endswith("/constants.pkl") for n in names):
+        return ("written by torch.save (weights, or a detector checkpoint: that one goes to --detector), not a "
+                "TorchScript module: save the backbone with torch.jit.save")
+    return "not a TorchScript file (torch.jit.save writes them): another kind of file, or a damaged copy"
 
 
 class EfficientNetLiteExtractor(FeatureExtractor):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from graphs.common.errors import InputError
+from streaming.demo.paths import default_demo_paths
 from streaming.demo.synthetic_video import RenderConfig, render_frames
 from streaming.extractors import LightExtractor, TorchScriptExtractor, grid_means, make_extractor
 
@@ -78,12 +79,25 @@ class _Named(torch.nn.Module):
         return {"features": x.mean(dim=(2, 3))}
 
 
+class _Complex(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(dim=(2, 3)).to(torch.complex64)
+
+
+class _NoWidth(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(dim=(2, 3))[:, :0]
+
+
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize(
     ("module", "reason"),
     [(_Failing, "fails on a .* shape '\\[7, -1, 13\\]' is invalid"), (_Unbatched, "output has shape \\(3,\\)"),
-     (_Named, "fails on a .*the output is a dict, not a tensor")],
-    ids=["raises", "unbatched", "dict"],
+     (_Named, "fails on a .*the output is a dict, not a tensor"),
+     # Made real in silence (torch's warning aside), and features of no width were taken as a backbone's.
+     (_Complex, "fails on a .*the output is a tensor of complex numbers \\(torch.complex64\\), not real features"),
+     (_NoWidth, "output has shape \\(2, 0\\), expected \\(batch, features\\)")],
+    ids=["raises", "unbatched", "dict", "complex", "no-width"],
 )
 def test_backbone_that_does_not_work_is_refused_when_loaded(module: type, reason: str, tmp_path: Path) -> None:
     # The probe raised the module's own RuntimeError/AttributeError (a traceback), and its (batch, features)
@@ -103,6 +117,25 @@ def test_wrong_extractor_choices_are_refused(tmp_path: Path) -> None:
     bad.write_bytes(b"not torchscript")
     with pytest.raises(InputError, match="bad.pt"):
         make_extractor("torchscript", bad)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_a_backbone_that_is_no_torchscript_file_says_so_without_torchs_zip_reader(tmp_path: Path) -> None:
+    # torch's text, cut at 100 characters: "(PytorchStreamReader failed locating file constants.pkl: file not found.
+    # This is an interna", for the detector checkpoint given as --backbone as for a damaged file.
+    _, detector = default_demo_paths()
+    weights = tmp_path / "weights.pt"
+    torch.save({"w": torch.zeros(3)}, weights)
+    cut = tmp_path / "cut.pt"
+    torch.jit.script(_Backbone()).save(str(cut))
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    saved = ("written by torch.save (weights, or a detector checkpoint: that one goes to --detector), not a "
+             "TorchScript module: save the backbone with torch.jit.save")
+    other = "not a TorchScript file (torch.jit.save writes them): another kind of file, or a damaged copy"
+    for path, why in ((detector, saved), (weights, saved), (cut, other)):
+        with pytest.raises(InputError) as err:
+            make_extractor("torchscript", path)
+        assert str(err.value) == f"--backbone {path}: {why}"
 
 
 def test_a_backbone_that_is_not_a_regular_file_is_named_for_what_it_is(tmp_path: Path) -> None:

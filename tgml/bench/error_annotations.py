@@ -155,7 +155,10 @@ def recording_entries(path: Path) -> list[dict[str, Any]]:
         InputError: naming the file and the entry at fault.
     """
     data = read_json(path, "error annotations file")
-    if not isinstance(data, list) or not data:
+    if isinstance(data, list) and not data:  # "expected a JSON list ..., got a list" said the list was the fault
+        raise InputError(f"{path}: an empty list, expected the recordings {{'recording_id', 'activity_id', "
+                         f"'step_annotations'}} (CaptainCook4D's error_annotations.json)")
+    if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON list of recordings {{'recording_id', 'activity_id', "
                          f"'step_annotations'}} (CaptainCook4D's error_annotations.json), got {json_kind(data)}")
     for i, entry in enumerate(data):

@@ -49,7 +49,11 @@ FILE_NAME_RULE: Final = (f"a file name without a folder (no '/', no '\\', not '.
 
 
 def _a(what: str) -> str:
-    """``what`` with its indefinite article (``"an annotation file"``, ``"a graph file"``)."""
+    """``what`` with its indefinite article (``"an annotation file"``, ``"a graph file"``, ``"an RGB features
+    file"``): an initialism is read letter by letter, so its article follows the first letter's name."""
+    word = what.split(" ", 1)[0]
+    if len(word) > 1 and word.isupper():
+        return f"{'an' if word[0] in 'AEFHILMNORSX' else 'a'} {what}"
     return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
 
 

@@ -81,6 +81,14 @@ def test_text_saved_as_utf16_is_named_as_such_by_the_commands(
                                                  f"{what} in UTF-8: save it as UTF-8")
 
 
+def test_the_article_of_a_file_kind_read_letter_by_letter_is_that_of_its_first_letter(tmp_path: Path) -> None:
+    # "is a folder, expected a RGB features file", "expected a LLM task graph": initialisms are read letter by letter.
+    for what, article in (("RGB features file", "an"), ("LLM task graph", "an"), ("CURVE key file", "a"),
+                          ("annotation file", "an"), ("graph file", "a"), ("UTF-8 file", "a")):
+        with pytest.raises(InputError, match=f"is a folder, expected {article} {what}$"):
+            read_bytes(tmp_path, what, 1000)
+
+
 def test_a_file_of_zeros_is_no_utf16_text(tmp_path: Path) -> None:
     zeros = tmp_path / "zeros.json"
     zeros.write_bytes(bytes(4096))  # a damaged disk block: not text in any encoding

@@ -403,8 +403,10 @@ def check_annotation_fits(video: EvalVideo, duration: float, slack: float, annot
     """
     last = max((segment.end for segment in video.annotated), default=0.0)
     if last > duration + slack:
+        # {:.1f} wrote an end of 1e300 s as its 301 digits
+        shown = f"{last:.1f}" if last < 1e9 else f"{last:.6g}"
         raise InputError(f"{video.named}: covers {duration:.1f} s at the rate it is read at, but its annotated steps "
-                         f"in {annotations} run to {last:.1f} s (a file cut short, or features at another --rate"
+                         f"in {annotations} run to {shown} s (a file cut short, or features at another --rate"
                          f"{frames_hint(last, duration)}?)")
 
 

@@ -356,6 +356,19 @@ def test_a_feature_file_that_ends_before_its_annotated_steps_is_refused(trained:
     assert "test_ok.npy" in err and "covers 20.0 s" in err and "run to 45.0 s" in err and "--rate" in err
 
 
+def test_an_annotated_end_far_past_a_feature_file_is_written_short() -> None:
+    # An end of 1e300 s was written with its 301 digits, the line then ran on for 470 characters.
+    from streaming.offline.eval_run import EvalVideo, check_annotation_fits
+    from streaming.offline.eval_scores import AnnotatedSegment
+
+    video = EvalVideo("v", Path("v.npy"), (AnnotatedSegment(1, 0.5, 1e300, False),), "--features v.npy")
+    with pytest.raises(InputError) as refused:
+        check_annotation_fits(video, 60.0, 1.0, "a.json")
+    assert str(refused.value) == ("--features v.npy: covers 60.0 s at the rate it is read at, but its annotated steps "
+                                  "in a.json run to 1e+300 s (a file cut short, or features at another --rate, or are "
+                                  "the annotation's times frame numbers (they must be seconds)?)")
+
+
 def test_feature_files_written_at_twice_the_detectors_rate_are_warned_of(trained: Path, tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     # Two vectors a second read at the detector's one: each file lasts twice its steps, every step is recognised and

@@ -265,6 +265,12 @@ def frames_hint(last_end: float, covered: float) -> str:
     return ", or are the annotation's times frame numbers (they must be seconds)"
 
 
+def seconds_shown(seconds: float) -> str:
+    """An annotated time for an error line: one decimal, or six significant digits past 10^9 s (``{:.1f}`` wrote an
+    end of 1e300 s from a file as its 301 digits)."""
+    return f"{seconds:.1f}" if abs(seconds) < 1e9 else f"{seconds:.6g}"
+
+
 def never_done(span: tuple[float, float] | None) -> bool:
     """Whether a segment's times mark a step never done: ``start_time == end_time < 0`` (CaptainCook4D writes -1)."""
     return span is not None and span[0] == span[1] < 0

@@ -33,6 +33,7 @@ from graphs.annotations import (
     load_annotations,
     never_done,
     read_train_videos,
+    seconds_shown,
     time_order,
 )
 from graphs.checker_settings import CheckerSettings
@@ -403,11 +404,9 @@ def check_annotation_fits(video: EvalVideo, duration: float, slack: float, annot
     """
     last = max((segment.end for segment in video.annotated), default=0.0)
     if last > duration + slack:
-        # {:.1f} wrote an end of 1e300 s as its 301 digits
-        shown = f"{last:.1f}" if last < 1e9 else f"{last:.6g}"
         raise InputError(f"{video.named}: covers {duration:.1f} s at the rate it is read at, but its annotated steps "
-                         f"in {annotations} run to {shown} s (a file cut short, or features at another --rate"
-                         f"{frames_hint(last, duration)}?)")
+                         f"in {annotations} run to {seconds_shown(last)} s (a file cut short, or features at another "
+                         f"--rate{frames_hint(last, duration)}?)")
 
 
 def warn_long_files(videos: Sequence[EvalVideo], lengths: Sequence[float], fps: float,

@@ -14,6 +14,7 @@ from tests.cli_errors import cli_error
 from tgml.bench.live.recordings import (
     FEATURES_SUBFOLDER,
     HASHES,
+    check_covers_steps,
     check_published_hashes,
     feature_files,
     published_hashes,
@@ -144,3 +145,15 @@ def test_a_changed_data_set_file_is_refused_when_its_folder_is_given_as_dot(
     monkeypatch.chdir(folder)
     with pytest.raises(InputError, match=rf"^{RECORDINGS[2]}\.npy: not the file .*{HASHES} lists"):
         check_published_hashes(Path("."), feature_files(Path(".")))
+
+
+def test_an_annotated_end_far_past_a_features_file_is_written_short() -> None:
+    # An end of 1e300 s (a finite number, which the error annotations take) was written with its 301 digits.
+    from tgml.bench.error_annotations import ErrorRecording, PerformedStep
+
+    recording = ErrorRecording("1_1", "tea", (PerformedStep(1, "boil", 0.0, (), 1e300),), frozenset(), ())
+    with pytest.raises(InputError) as refused:
+        check_covers_steps(Path("1_1.npy"), 60, recording, Path("error_annotations.json"))
+    assert str(refused.value) == ("1_1.npy: covers 60 s at one vector a second, but its annotated steps in "
+                                  "error_annotations.json run to 1e+300 s (a file cut short, or features at another "
+                                  "rate?)")

@@ -23,7 +23,7 @@ from typing import Final
 
 import numpy as np
 
-from graphs.annotations import Annotations, load_annotations
+from graphs.annotations import Annotations, load_annotations, seconds_shown
 from graphs.common.errors import InputError, print_warning
 from graphs.common.files import read_json, read_text_file
 from graphs.common.safe_text import count_of, first_few, meant_name
@@ -222,7 +222,8 @@ def check_covers_steps(path: Path, vectors: int, annotation: ErrorRecording, ann
     covered = vectors / FPS
     if last > covered + ANNOTATION_SLACK_S + 1 / FPS:
         raise InputError(f"{path}: covers {covered:.0f} s at one vector a second, but its annotated steps in "
-                         f"{annotations} run to {last:.1f} s (a file cut short, or features at another rate?)")
+                         f"{annotations} run to {seconds_shown(last)} s (a file cut short, or features at another "
+                         "rate?)")
 
 
 def video_seconds(sources: Path) -> dict[str, int]:

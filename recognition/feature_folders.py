@@ -498,7 +498,7 @@ def with_copies(root: Path, video: VideoFeatures, config: FeatureConfig, count: 
            npy_shape(root / config.rgb / f"{video.name}.npy", f"video {video.name!r}: RGB features")[1])
     for k in range(1, count + 1):
         path = root / config.rgb / copy_file_name(video.name, k)
-        array = _load_array(path, video.name, f"augmented copy {k}").astype(np.float32)
+        array = _load_array(path, video.name, f"features of augmented copy {k}").astype(np.float32)
         rgb_width = array.shape[1]
         if array.shape[0] != len(video.features) or rgb_width != own:
             raise InputError(f"video {video.name!r}: augmented copy {path} has shape {array.shape}, the video's "

@@ -154,6 +154,17 @@ def test_an_augmented_copy_narrower_than_its_video_is_refused(feature_folder: Pa
                                "(240, 24)")
 
 
+def test_an_augmented_copy_of_one_dimension_is_named_in_a_sentence_that_agrees(feature_folder: Path) -> None:
+    # "the augmented copy 1 have shape (240,)": the file kind was a singular noun in a plural sentence.
+    name = _with_one_copy(feature_folder)["train"][3]
+    path = feature_folder / "rgb_synth" / copy_file_name(name, 1)
+    np.save(path, np.load(path)[:, 0])
+    with pytest.raises(InputError) as info:
+        load_feature_dataset(feature_folder, SYNTH)
+    assert str(info.value) == (f"video {name!r}: {path}: the features of augmented copy 1 have shape (240,), "
+                               "expected 2 dimensions")
+
+
 def test_length_mismatch_and_bad_target_rows(feature_folder: Path) -> None:
     np.save(feature_folder / "target_perframe" / "video_01.npy", np.eye(5, dtype=np.float32)[np.zeros(200, int)])
     with pytest.raises(InputError, match="video 'video_01': frame counts disagree .rgb 240, targets 200. in "

@@ -262,6 +262,10 @@ def _write(path: Path, data: bytes) -> Path:
 
 @pytest.mark.parametrize(("name", "data", "message"), [
     ("npz", None, "is an .npz archive (np.savez), not an .npy array"),
+    # Called "an .npz archive (np.savez)" as well: a checkpoint is a zip archive too.
+    ("checkpoint", default_demo_paths()[1].read_bytes(), "is a torch file (torch.save: a detector checkpoint, or "
+                                                         "weights), not an .npy array; save the features with np.save"),
+    ("zip-of-text", None, "is a zip archive, not an .npy array"),
     ("huge", npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (10**12, 24), }", b""),
      "damaged .npy header"),
     ("absurd", npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000, 24), }", b"\0" * 96),
@@ -275,7 +279,12 @@ def _write(path: Path, data: bytes) -> Path:
 ])
 def test_each_damaged_array_is_named(name: str, data: bytes | None, message: str, tmp_path: Path) -> None:
     path = tmp_path / f"{name}.npy"
-    if data is None:
+    if name == "zip-of-text":
+        import zipfile
+
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("notes.txt", "hello")
+    elif data is None:
         with path.open("wb") as handle:
             np.savez(handle, a=FEATURES)
     else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import zipfile
 from pathlib import Path
 from typing import IO, Final
 
@@ -28,11 +29,27 @@ MAX_DIMENSION: Final = 2**62  # one dimension's length: beyond what numpy's indi
 REAL_KINDS: Final = "iuf"  # signed and unsigned integers, floats; "b" (bool) where a caller allows it
 
 
+def _archive_kind(handle: IO[bytes]) -> str:
+    """What a zip archive given as an ``.npy`` file is, from its members' names: a detector checkpoint given as
+    ``--features`` was called "an .npz archive (np.savez)", which it is not."""
+    try:
+        handle.seek(0)
+        with zipfile.ZipFile(handle) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):  # a damaged archive: its members are not known
+        return "a zip archive"
+    if any(name.endswith("/data.pkl") for name in names):  # what torch.save writes
+        return "a torch file (torch.save: a detector checkpoint, or weights)"
+    if names and all(name.endswith(".npy") for name in names):
+        return "an .npz archive (np.savez)"
+    return "a zip archive"
+
+
 def _header(handle: IO[bytes], where: str, what: str) -> tuple[tuple[int, ...], np.dtype, bool, int]:
     """``(shape, dtype, fortran_order, data offset)`` of an ``.npy`` stream, every field checked."""
     start = handle.read(len(NPY_MAGIC))
     if start[: len(ZIP_MAGIC)] == ZIP_MAGIC:
-        raise InputError(f"{where}: is an .npz archive (np.savez), not an .npy array; save the {what} with np.save")
+        raise InputError(f"{where}: is {_archive_kind(handle)}, not an .npy array; save the {what} with np.save")
     if start != NPY_MAGIC:
         raise InputError(f"{where}: not a NumPy .npy file (expected the {what} as written by np.save)")
     # The header's length, read as numpy will: one too long for numpy to read safely is said to be that, not

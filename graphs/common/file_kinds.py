@@ -64,10 +64,16 @@ def looks_like(data: Any) -> str | None:
         return "eval"
     if any(isinstance(data.get(key), list) for key in ("train", "test", "train_session_set", "test_session_set")):
         return "split"
-    if data and all(isinstance(record, dict) and any(isinstance(record.get(k), list) for k in ("pred", "gt"))
-                    for record in data.values()):
+    if _is_sequences(data):
         return "sequences"
     return None
+
+
+def _is_sequences(data: Any) -> bool:
+    """Whether parsed content has the shape of ``{video: {"pred": [...], "gt": [...]}}``."""
+    return isinstance(data, dict) and bool(data) and all(
+        isinstance(record, dict) and any(isinstance(record.get(k), list) for k in ("pred", "gt"))
+        for record in data.values())
 
 
 def is_captaincook_graph(data: object) -> bool:
@@ -92,6 +98,26 @@ def mistaken_file(data: Any, expected: str, source: str, hint: str = "") -> str 
     if kind is None or kind == expected:
         return None
     return f"{source}: this looks like {KINDS[kind]}, not {KINDS[expected]}{hint}"
+
+
+def mistaken_sequences(data: Any, source: str, expected: str) -> str | None:
+    """The error line for another project file given where a ``{video: {"pred": [...], "gt": [...]}}`` file goes
+    (prego-bench --sequences, replay --frames), or None: read as one, its top-level fields were taken for videos
+    ("video 'format': field 'pred' must be a non-empty list").
+
+    Args:
+        data: the file's parsed content.
+        source: how the file is named.
+        expected: what the option takes (``'a frames file {video: ...}'``).
+    """
+    if _is_sequences(data):  # first: a video named "annotations" or "train" does not make another kind of file
+        return None
+    kind = looks_like(data)
+    if kind is not None:
+        return f"{source}: this looks like {KINDS[kind]}, not {expected}"
+    if isinstance(data, dict) and isinstance(data.get("format"), str):  # another program's own file (settings...)
+        return f"{source}: its field 'format' says it is a {data['format'][:60]!r} file, not {expected}"
+    return None
 
 
 def binary_kind(start: bytes) -> str | None:

@@ -95,6 +95,19 @@ def test_bad_sequence_file_is_one_line_naming_video_and_field(
     assert "video_7" in err and "'pred'" in err and "300" in err
 
 
+def test_a_task_graph_given_as_the_sequence_file_is_named_for_what_it_is(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its fields were read as videos: "video 'format': expected an object with field 'pred'".
+    seq = tmp_path / "graph.json"
+    adjacency = np.zeros((4, 4), dtype=bool)
+    adjacency[1, 0] = adjacency[2, 1] = adjacency[3, 2] = True  # START <- 0 <- 1 <- END
+    save_graph(TaskGraph((0, 1), ("a", "b"), adjacency), seq)
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--mode", "pred", "--sequences", str(seq)]
+    assert cli_error(main, argv, capsys) == (f"error: {seq}: this looks like a task graph (tgml train writes them), "
+                                             'not a sequence file {video: {"pred": [...], "gt": [...]}}')
+
+
 def test_sequence_file_with_a_video_written_twice_is_refused(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -230,3 +230,21 @@ def test_the_graph_is_learned_from_mistake_data_beside_a_frames_file(
     err = cli_error(replay_main, ["--frames", str(frames_file), "--no-sweep"], capsys)
     assert err == ("error: no data folder: give --data DIR or set $MISTAKE_DATA to learn the DO graph from its "
                    "training split, or give --graph FILE")
+
+
+@pytest.mark.parametrize(("content", "kind"), [
+    ({"format": "task-graph", "version": 2, "steps": [], "edges": []}, "this looks like a task graph"),
+    ({"train": ["a"], "test": ["b"]}, "this looks like a split file"),
+    ({"format": "prego-checker-settings", "datasets": {}}, "its field 'format' says it is a 'prego-checker-settings' "
+                                                           "file"),
+], ids=["graph", "split", "checker-settings"])
+def test_another_project_file_given_as_frames_is_named_for_what_it_is(
+    content: dict[str, object], kind: str, graph_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its top-level fields were read as videos: "video 'format': field 'pred' must be a non-empty list".
+    path = tmp_path / "frames.json"
+    path.write_text(json.dumps(content))
+    err = cli_error(replay_main, ["--frames", str(path), "--graph", str(graph_file), "--no-sweep"], capsys)
+    assert err.startswith(f"error: {path}: {kind}") and err.endswith(
+        'not a frames file {video: {"pred": [...], "gt": [...]}}'), err
+

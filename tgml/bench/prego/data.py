@@ -9,6 +9,7 @@ from typing import Final
 
 from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
+from graphs.common.file_kinds import mistaken_sequences
 from graphs.common.files import FOLDER_NOT_FOUND, not_a_folder, read_json
 from graphs.common.settings_files import as_written
 from graphs.task_graph import TaskGraph
@@ -145,11 +146,15 @@ def load_sequence_file(
     """
     data = read_json(path, "sequence file")
     known = set(int(s) for s in step_ids)
-    if not isinstance(data, dict) or not data:
-        raise InputError(f'{path}: expected a non-empty object {{video: {{"pred": [...], "gt": [...]}}}}')
-    if "annotations" in data and "taxonomy" in data:  # its top-level fields were read as two videos
+    if isinstance(data, dict) and "annotations" in data and "taxonomy" in data:  # its fields were read as two videos
         raise InputError(f'{path}: this looks like an annotation file (--annotations), not a sequence file '
                          f'{{video: {{"pred": [...], "gt": [...]}}}}')
+    # Another project file's top-level fields would be read as videos too: named as the kind it is.
+    wrong = mistaken_sequences(data, str(path), 'a sequence file {video: {"pred": [...], "gt": [...]}}')
+    if wrong is not None:
+        raise InputError(wrong)
+    if not isinstance(data, dict) or not data:
+        raise InputError(f'{path}: expected a non-empty object {{video: {{"pred": [...], "gt": [...]}}}}')
     out: dict[str, dict[str, tuple[int, ...]]] = {}
     for video, record in data.items():
         if not isinstance(record, dict):

@@ -38,6 +38,7 @@ from rich.table import Table
 from graphs.checker import NO_EVIDENCE
 from graphs.checker_settings import CheckerSettings
 from graphs.common.errors import InputError
+from graphs.common.file_kinds import mistaken_sequences
 from graphs.common.files import read_json
 from graphs.limits import is_step_id
 from graphs.mistake_metrics import MistakeScores, mistake_scores
@@ -71,6 +72,9 @@ def load_frames_file(
     """
     path = Path(path)
     data = read_json(path, "frames file")
+    wrong = mistaken_sequences(data, str(path), 'a frames file {video: {"pred": [...], "gt": [...]}}')
+    if wrong is not None:
+        raise InputError(wrong)
     if not isinstance(data, dict) or not data:
         raise InputError(f'{path}: expected a non-empty object {{video: {{"pred": [...], "gt": [...]}}}}')
     if background is not None and background in graph.step_ids:

@@ -48,7 +48,7 @@ from graphs.annotation_csv import (
     table_text,
 )
 from graphs.common.errors import InputError
-from graphs.common.file_kinds import is_captaincook_graph, mistaken_file
+from graphs.common.file_kinds import GRAPH_FORMAT, is_captaincook_graph, mistaken_file
 from graphs.common.files import read_json
 from graphs.common.safe_text import count_of, first_few, meant_name, printable
 from graphs.common.settings_files import as_written, json_kind
@@ -421,9 +421,13 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
     if not isinstance(data, dict):
         raise InputError(f"{src}: expected a JSON object with fields 'annotations' and 'taxonomy', got "
                          f"{json_kind(data)}")
-    if "annotations" not in data and ("format" in data or is_captaincook_graph(data)):  # the reverse of from_dict's
+    if "annotations" not in data and (data.get("format") == GRAPH_FORMAT or is_captaincook_graph(data)):
+        # the reverse of from_dict's
         raise InputError(f"{src}: this looks like a task graph, not an annotation file (one with fields "
                          "'annotations' and 'taxonomy', from which tgml train learns a graph)")
+    if "annotations" not in data and isinstance(data.get("format"), str):  # a checker settings file was "a graph"
+        raise InputError(f"{src}: its field 'format' says it is a {data['format'][:60]!r} file, not an annotation "
+                         "file (one with fields 'annotations' and 'taxonomy')")
     wrong = None if "annotations" in data else mistaken_file(data, "annotations", src)  # a split, eval's results...
     if wrong is not None:
         raise InputError(wrong)

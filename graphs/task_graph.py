@@ -287,8 +287,8 @@ class TaskGraph:
     @classmethod
     def from_dict(cls, data: Any, source: str = "task graph") -> TaskGraph:
         """Build a graph from file content, with one-line errors that name ``source`` and the field."""
-        if not isinstance(data, dict):
-            raise InputError(f"{source}: expected a JSON object")
+        if not isinstance(data, dict):  # CaptainCook4D's error annotations (a list) are named as such
+            raise InputError(mistaken_file(data, "graph", source) or f"{source}: expected a JSON object")
         if "format" not in data and isinstance(data.get("annotations"), dict):
             raise InputError(f"{source}: this looks like an annotation file, not a task graph; learn a graph from "
                              "it with tgml train")

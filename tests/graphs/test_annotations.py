@@ -220,6 +220,16 @@ def test_a_task_graph_given_as_annotations_is_named_as_one(tmp_path: Path, graph
         load_annotations(path)
 
 
+def test_a_file_of_another_format_given_as_annotations_is_named_by_its_format(tmp_path: Path) -> None:
+    # prego-bench's checker settings ("format": "prego-checker-settings") were "this looks like a task graph".
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"format": "prego-checker-settings", "version": 1, "datasets": {}}))
+    with pytest.raises(InputError) as refused:
+        load_annotations(path)
+    assert str(refused.value) == (f"{path}: its field 'format' says it is a 'prego-checker-settings' file, not an "
+                                  "annotation file (one with fields 'annotations' and 'taxonomy')")
+
+
 @pytest.mark.parametrize(("content", "kind"), [
     ({"train": ["video_00"], "test": ["video_03"], "fps": 2.0},
      "a split file (the 'train' and 'test' videos of a feature folder: its split.json)"),

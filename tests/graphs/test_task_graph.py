@@ -240,3 +240,14 @@ def test_weights_read_as_probabilities_outside_0_1_are_refused_naming_the_cell(
     else:
         read = load_graph(path).weights
         assert read is not None and read[1, 2] == pytest.approx(value)
+
+
+def test_captaincook4ds_error_annotations_given_as_a_graph_are_named_as_such(tmp_path: Path) -> None:
+    # A list: "expected a JSON object", while --annotations and --split named the same file.
+    path = tmp_path / "error_annotations.json"
+    path.write_text(json.dumps([{"recording_id": "1_1", "activity_id": 1, "step_annotations": []}]))
+    with pytest.raises(InputError) as refused:
+        load_graph(path)
+    assert str(refused.value) == (f"{path}: this looks like CaptainCook4D's error annotations (tgml "
+                                  "captaincook-labels writes an annotation file from them), not a task graph (tgml "
+                                  "train writes them)")

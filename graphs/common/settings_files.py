@@ -28,7 +28,8 @@ from typing import Any, Final, NoReturn, TypeVar
 import numpy as np
 
 from graphs.common.errors import InputError
-from graphs.common.files import read_toml, read_yaml
+from graphs.common.file_kinds import KINDS, looks_like
+from graphs.common.files import read_json, read_toml, read_yaml
 from graphs.common.options import MAX_EPOCHS, MAX_LEARNING_RATE, MAX_LOSS_WEIGHT, MAX_SEED, MAX_WIDTH
 from graphs.common.safe_text import meant_name
 
@@ -54,10 +55,25 @@ def read_settings(path: str | Path, what: str = "config file", hint: str = "") -
     path = Path(path)
     if path.parent in (Path("."), Path("configs")) and not path.exists():  # as the docs write it, or a bare name
         hint = hint or _checkout_hint(path)
+    if path.suffix.lower() == ".json" and path.is_file():  # read as TOML: "invalid TOML: Invalid statement (at ..."
+        _refuse_json(path, what)
     data = read_yaml(path, what) if path.suffix in (".yaml", ".yml") else read_toml(path, what, hint)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a table of settings, got {json_kind(data)}")
     return data
+
+
+def _refuse_json(path: Path, what: str) -> NoReturn:
+    """Refuse a ``.json`` file given as a settings file, saying what it is when it is one of the project's files (an
+    annotation file, a graph, a split given as ``--config`` beside them)."""
+    formats = f"a {what} is TOML (.toml), or YAML named .yaml or .yml"
+    try:
+        kind = looks_like(read_json(path, what))
+    except InputError:  # damaged, or no JSON at all: its name is enough to refuse it
+        kind = None
+    if kind is not None:
+        raise InputError(f"{path}: this looks like {KINDS[kind]}, not a {what} ({formats})")
+    raise InputError(f"{path}: a .json file; {formats}")
 
 
 # The settings files the docs name (`configs/...`) live in the project's checkout, beside the packages (the layout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +80,22 @@ def test_a_project_config_named_outside_the_checkout_is_pointed_to(
     # A folder of the user's own, mistyped: not pointed to the checkout's file of the same name.
     with pytest.raises(InputError, match=r"^my_experiments/miniroad-tiny\.toml: config file not found$"):
         read_settings("my_experiments/miniroad-tiny.toml")
+
+
+def test_a_json_file_given_as_settings_says_what_settings_files_are(tmp_path: Path) -> None:
+    # Read as TOML: "invalid TOML: Invalid statement (at line 1, column 1)", of an annotation file given as --config.
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({"annotations": {}, "taxonomy": {}}))
+    with pytest.raises(InputError) as refused:
+        read_settings(labels)
+    assert str(refused.value) == (f"{labels}: this looks like an annotation file (its 'annotations' and 'taxonomy' "
+                                  "give each video's key-steps), not a config file (a config file is TOML (.toml), or "
+                                  "YAML named .yaml or .yml)")
+    own = tmp_path / "settings.json"
+    own.write_text(json.dumps({"train": {"epochs": 3}}))
+    with pytest.raises(InputError) as refused:
+        read_settings(own)
+    assert str(refused.value) == (f"{own}: a .json file; a config file is TOML (.toml), or YAML named .yaml or .yml")
 
 
 @pytest.mark.parametrize(("name", "text"), [("s.toml", "beta = 1" + "0" * 5000 + "\n"),

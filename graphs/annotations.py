@@ -492,7 +492,10 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
         spans: list[tuple[float, float] | None] = []
         for k, seg in enumerate(segments):
             where = f"{src}: annotations[{video!r}].segments[{k}]"
-            step = seg.get("step_id") if isinstance(seg, dict) else None
+            if not isinstance(seg, dict):  # "step_id is missing" named a field of an object that is not there
+                raise InputError(f"{where} = {as_written(seg, 40)} must be an object with 'step_id', 'start_time' "
+                                 "and 'end_time'")
+            step = seg.get("step_id")
             if not isinstance(step, int) or isinstance(step, bool):
                 raise InputError(f"{where}.step_id is missing or not an integer")
             if step not in taxonomy[scenario]:

@@ -49,6 +49,18 @@ def test_step_outside_taxonomy_names_video_segment_and_field(tmp_path: Path) -> 
         load_annotations(path)
 
 
+def test_a_segment_that_is_no_object_is_said_to_be_one(tmp_path: Path) -> None:
+    # A number or null in place of a segment read "segments[0].step_id is missing or not an integer".
+    path = _annotation_file(tmp_path)
+    for value, written in ((5, "5"), (None, "null"), ([1, 0.0, 2.0], "[1, 0.0, 2.0]")):
+        path.write_text(path.read_text().split('"segments": ')[0] + f'"segments": [{json.dumps(value)}]}}}}, '
+                        '"taxonomy": {"tent": {"1": {"name": "spread", "id": 1}}}}')
+        with pytest.raises(InputError) as refused:
+            load_annotations(path)
+        assert str(refused.value) == (f"{path}: annotations['v1'].segments[0] = {written} must be an object with "
+                                      "'step_id', 'start_time' and 'end_time'")
+
+
 def test_unknown_scenario_lists_known_ones(tmp_path: Path) -> None:
     ann = load_annotations(_annotation_file(tmp_path))
     with pytest.raises(InputError, match="unknown scenario 'coffee' \\(known: tent\\)"):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import abc
 import warnings
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 
 from graphs.common.errors import InputError, RunError
+from graphs.common.file_kinds import written_by_torch_save, zip_member_names
 from graphs.common.files import open_input
 from streaming.devices import resolve_device
 from streaming.efficientnet_lite import LITE2_NAME, load_efficientnet_lite
@@ -249,14 +249,8 @@ class TorchScriptExtractor(FeatureExtractor):
 def _not_torchscript(handle: IO[bytes]) -> str:
     """Why a file `torch.jit.load` refused is no backbone, in the user's terms: torch's own text speaks of its zip
     reader ("PytorchStreamReader failed locating file constants.pkl: ... internal miniz error"), cut mid-word."""
-    try:
-        handle.seek(0)
-        with zipfile.ZipFile(handle) as archive:
-            names = archive.namelist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-        names = []
-    # torch.save writes <archive>/data.pkl; torch.jit.save writes that and the module's code beside it.
-    if any(n.endswith("/data.pkl") for n in names) and not any(n.endswith("/constants.pkl") for n in names):
+    names = zip_member_names(handle)
+    if written_by_torch_save(names) and not any(n.endswith("/constants.pkl") for n in names):
         return ("written by torch.save (weights, or a detector checkpoint: that one goes to --detector), not a "
                 "TorchScript module: save the backbone with torch.jit.save")
     return "not a TorchScript file (torch.jit.save writes them): another kind of file, or a damaged copy"

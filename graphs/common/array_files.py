@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import zipfile
 from pathlib import Path
 from typing import IO, Final
 
@@ -19,7 +18,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from graphs.common.errors import InputError
-from graphs.common.file_kinds import NPY_MAGIC, ZIP_MAGIC
+from graphs.common.file_kinds import NPY_MAGIC, ZIP_MAGIC, written_by_torch_save, zip_member_names
 from graphs.common.files import open_input
 
 MAX_HEADER_BYTES: Final = 10_000  # numpy's own default limit on the header's text
@@ -32,13 +31,8 @@ REAL_KINDS: Final = "iuf"  # signed and unsigned integers, floats; "b" (bool) wh
 def _archive_kind(handle: IO[bytes]) -> str:
     """What a zip archive given as an ``.npy`` file is, from its members' names: a detector checkpoint given as
     ``--features`` was called "an .npz archive (np.savez)", which it is not."""
-    try:
-        handle.seek(0)
-        with zipfile.ZipFile(handle) as archive:
-            names = archive.namelist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError):  # a damaged archive: its members are not known
-        return "a zip archive"
-    if any(name.endswith("/data.pkl") for name in names):  # what torch.save writes
+    names = zip_member_names(handle)
+    if written_by_torch_save(names):
         return "a torch file (torch.save: a detector checkpoint, or weights)"
     if names and all(name.endswith(".npy") for name in names):
         return "an .npz archive (np.savez)"

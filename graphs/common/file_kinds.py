@@ -9,7 +9,8 @@ looks like an annotation file".
 
 from __future__ import annotations
 
-from typing import Any, Final
+import zipfile
+from typing import IO, Any, Final
 
 # How the binary files the commands read begin: a torch checkpoint is a zip archive (as is an .npz), an array np.save.
 ZIP_MAGIC: Final = b"PK\x03\x04"
@@ -127,3 +128,20 @@ def binary_kind(start: bytes) -> str | None:
     if start.startswith(NPY_MAGIC):
         return "array"
     return None
+
+
+def zip_member_names(handle: IO[bytes]) -> list[str]:
+    """The member names of the zip archive ``handle`` holds (read from its start), or ``[]`` where it is no archive
+    that can be read (a damaged one: its members are not known)."""
+    try:
+        handle.seek(0)
+        with zipfile.ZipFile(handle) as archive:
+            return archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return []
+
+
+def written_by_torch_save(names: list[str]) -> bool:
+    """Whether a zip archive's members are those torch.save writes (``<archive>/data.pkl``; torch.jit.save writes
+    that too, with ``constants.pkl`` and the module's code beside it)."""
+    return any(name.endswith("/data.pkl") for name in names)

@@ -50,7 +50,7 @@ from graphs.annotation_csv import (
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import GRAPH_FORMAT, is_captaincook_graph, mistaken_file
 from graphs.common.files import read_json
-from graphs.common.safe_text import count_of, first_few, meant_name, printable
+from graphs.common.safe_text import count_of, first_few, meant_name, printable, unknown_name
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id, name_fault
 
@@ -243,10 +243,10 @@ class Annotations:
                 None for a name that comes from a file.
         """
         if scenario not in self.taxonomy:
-            known = ", ".join(sorted(self.taxonomy))
-            # A misspelt recipe among CaptainCook4D's 24 was left to be found in the list: the closest is said.
-            raise InputError(f"{f'{option}: ' if option else ''}{self.path}: unknown scenario {printable(scenario)!r} "
-                             f"(known: {known}){meant_name(scenario, self.taxonomy, 0)}")
+            # A misspelt recipe among CaptainCook4D's 24 was left to be found in the list: the closest is said. All
+            # are listed: the user picks one of them.
+            raise InputError(unknown_name(f"{f'{option}: ' if option else ''}{self.path}: scenario", scenario,
+                                          sorted(self.taxonomy), None))
 
 
 OVERLAP_SLACK_S: Final = 1e-6  # touching segments (one ends where the next starts) do not overlap

@@ -22,7 +22,7 @@ import numpy as np
 
 from graphs.checker import PreconditionChecker
 from graphs.common.errors import InputError
-from graphs.common.safe_text import meant_name
+from graphs.common.safe_text import unknown_name
 from graphs.task_graph import TaskGraph
 
 PRECONDITION: Final = "precondition"
@@ -33,8 +33,7 @@ ORDER_RULES: Final = (PRECONDITION, LATE_STEP)
 def check_rule(rule: str, option: str = "--order-rule") -> None:
     """Refuse a rule name that is not one of `ORDER_RULES`, naming the ``option`` it came from."""
     if rule not in ORDER_RULES:
-        raise InputError(f"{option} {rule!r}: expected one of {', '.join(ORDER_RULES)}"
-                         f"{meant_name(rule, ORDER_RULES, 0)}")
+        raise InputError(unknown_name(option, rule, ORDER_RULES))
 
 
 def order_flags(graph: TaskGraph, sequence: Sequence[int], rule: str = PRECONDITION) -> np.ndarray:

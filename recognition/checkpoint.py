@@ -53,6 +53,7 @@ import torch
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, open_input, write_failure
 from graphs.common.options import MAX_FPS
+from graphs.common.safe_text import unknown_name
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id, name_fault
 from recognition.evidence import EvidenceModel
@@ -329,8 +330,7 @@ def _stored_config(cfg: object, src: str) -> MiniROADConfig:
     known = {f.name for f in fields(MiniROADConfig)}
     unknown = sorted(key for key in cfg if key not in known)
     if unknown:  # MiniROADConfig's own TypeError spoke of __init__ and keyword arguments
-        raise InputError(f"{src}: field 'config' has unknown key {as_written(unknown[0], 60)} (the keys it may "
-                         f"hold: {', '.join(sorted(known))})")
+        raise InputError(unknown_name(f"{src}: field 'config': key", unknown[0], sorted(known), None))
     missing = [key for key in _REQUIRED_CONFIG if key not in cfg]
     if missing:
         raise InputError(f"{src}: field 'config' lacks {', '.join(map(repr, missing))}")

@@ -72,6 +72,7 @@ import numpy as np
 
 from graphs.common.errors import InputError
 from graphs.common.options import MAX_FPS
+from graphs.common.safe_text import unknown_name
 from graphs.common.settings_files import (
     Bound,
     as_written,
@@ -788,7 +789,7 @@ def _stored_config(settings: object, fps: float, where: str) -> SegmenterConfig:
         raise InputError(f"{where}.fps = {as_written(settings['fps'], 40)}: not a segmenter setting (the segmenter "
                          f"runs at the detector's fps, {fps:g})")
     if unknown:
-        raise InputError(f"{where}: unknown setting {as_written(unknown[0], 60)} (known: {', '.join(known)})")
+        raise InputError(unknown_name(f"{where}: setting", str(unknown[0]), known, None))
     durations = settings.get("class_min_duration")
     if isinstance(durations, list):  # a JSON or hand-edited file's list is the tuple torch keeps
         settings = {**settings, "class_min_duration": tuple(durations)}

@@ -26,7 +26,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from graphs.checker_settings import CHECKERS as GRAPH_CHECKERS
 from graphs.common.errors import InputError
-from graphs.common.safe_text import meant_name
+from graphs.common.safe_text import unknown_name
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def lookup(entries: Mapping[str, E], name: str, what: str) -> E:
     """The entry called ``name``, or one `InputError` line listing the known ones (``what``: the option or field)."""
     entry = entries.get(name)
     if entry is None:
-        raise InputError(f"{what} {name!r}: known: {', '.join(entries)}{meant_name(name, entries, 0)}")
+        raise InputError(unknown_name(what, name, entries, None))
     return entry
 
 

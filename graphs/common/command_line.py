@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from graphs.common.errors import InputError
-from graphs.common.safe_text import meant_name, printable
+from graphs.common.safe_text import unknown_name
 
 DISTRIBUTION = "mistake-detection"  # the name pip installs the commands under (pyproject.toml's [project] name)
 
@@ -166,8 +166,7 @@ def unknown_command(prog: str, word: str, commands: Sequence[str]) -> InputError
     """The usage error of a first argument that is neither an option nor one of ``prog``'s ``commands``: a typo of
     one (``imprt``), which would otherwise be read as an argument of the default command and be reported as an
     option that command misses. Ends with the command meant, when one is close (``; did you mean 'import'?``)."""
-    return InputError(f"{prog}: unknown command {printable(word)!r} (choose from {', '.join(commands)}; see {prog} "
-                      f"--help){meant_name(word, commands, 0)}")
+    return InputError(unknown_name(f"{prog}: command", word, commands, None))
 
 
 def chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:

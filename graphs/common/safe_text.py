@@ -149,6 +149,39 @@ def meant_name(name: str, names: Iterable[str], limit: int = 5) -> str:
     return f" (they are: {first_few([printable(n) for n in known], limit)})" if known and limit > 0 else ""
 
 
+UNKNOWN_NAMES_SHOWN: Final = 12  # known names `unknown_name` lists by default before "and N more"
+UNKNOWN_NAME_CHARS: Final = 60  # of the unknown name itself: a key pasted whole from a file keeps the line short
+
+
+def unknown_name(what: str, name: str, names: Iterable[str], limit: int | None = UNKNOWN_NAMES_SHOWN) -> str:
+    """The one wording of "``name`` is not one of the known ``names``", a whole error line:
+    ``--recipe 'tea': not one of the 3 known (coffee, tee, pancake); did you mean 'tee'?``.
+
+    Said one way because some thirty sites each had their own ("(known: ...)", "choose from", "expected one of",
+    "known:"), and a user met a different sentence for the same mistake in each command.
+
+    Args:
+        what: the leading part naming what is at fault, the file, option or field and the kind of name
+            (``--config a.toml: setting``); the name follows it.
+        name: the name given, which is none of ``names``.
+        names: the known names, in the order to list them (repeats are dropped).
+        limit: how many of them to list at most (None: all, for a list the user needs whole, as scenarios).
+
+    Returns:
+        The message, with the closest known name when one is close.
+    """
+    given = list(dict.fromkeys(names))
+    known = [printable(n) for n in given]
+    shown = printable(name)
+    if len(shown) > UNKNOWN_NAME_CHARS:
+        shown = shown[:UNKNOWN_NAME_CHARS - 3] + "..."
+    if not known:
+        return f"{what} {shown!r}: unknown (none is known)"
+    listed = first_few(known, len(known) if limit is None else limit)
+    among = "not the one known" if len(known) == 1 else f"not one of the {len(known)} known"
+    return f"{what} {shown!r}: {among} ({listed}){meant_name(name, given, 0)}"
+
+
 def wrap_words(text: str, width: int, indent: str = HANG) -> list[str]:
     """``text`` in lines of at most ``width`` (a longer word stays whole), broken between words only, the lines
     after the first indented by ``indent`` (a leading indent of ``text`` is kept on its first line).

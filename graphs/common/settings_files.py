@@ -31,7 +31,7 @@ from graphs.common.errors import InputError
 from graphs.common.file_kinds import KINDS, looks_like
 from graphs.common.files import read_json, read_toml, read_yaml
 from graphs.common.options import MAX_EPOCHS, MAX_LEARNING_RATE, MAX_LOSS_WEIGHT, MAX_SEED, MAX_WIDTH
-from graphs.common.safe_text import meant_name
+from graphs.common.safe_text import unknown_name
 
 C = TypeVar("C")
 
@@ -107,9 +107,8 @@ def check_known_keys(table: Mapping[str, Any], known: Collection[str], path: Pat
     """
     unknown = next((key for key in table if key not in known), None)
     if unknown is not None:
-        where = f"[{table_name}] has unknown" if table_name else "unknown"
-        raise InputError(f"{path}: {where} setting {unknown!r} (known: {', '.join(sorted(known))})"
-                         f"{meant_name(str(unknown), known, 0)}")
+        where = f"[{table_name}] setting" if table_name else "setting"
+        raise InputError(unknown_name(f"{path}: {where}", str(unknown), sorted(known), None))
 
 
 def check_tables(
@@ -129,8 +128,7 @@ def check_tables(
             known = ", ".join(f"[{t}]" for t in tables)
             raise InputError(f"{path}: setting {name!r} is outside any {noun} ({known})")
         if name not in tables:
-            raise InputError(f"{path}: unknown {noun} [{name}] (known: {', '.join(tables)})"
-                             f"{meant_name(str(name), tables, 0)}")
+            raise InputError(unknown_name(f"{path}: {noun}", str(name), tables, None))
         check_known_keys(body, tables[name], path, name)
 
 
@@ -269,8 +267,7 @@ def load_config_file(
     given = {k: v for k, v in overrides.items() if v is not None}
     unknown = next((key for key in given if key not in defaults), None)
     if unknown is not None:
-        raise InputError(f"{option or 'override'} {unknown}: unknown setting (known: {', '.join(sorted(defaults))})"
-                         f"{meant_name(unknown, defaults, 0)}")
+        raise InputError(unknown_name(f"{option or 'override'}: setting", unknown, sorted(defaults), None))
     # One check of the values that will run, the file's and the overrides' together: checked apart, a file's
     # heads = 3 was refused under the default width 64 though --set width=96 made it divide. Each refusal names
     # where its field came from: a bad --set or flag value was blamed on the file, a file's value on the class.

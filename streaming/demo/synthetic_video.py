@@ -27,7 +27,7 @@ import numpy as np
 
 from graphs.common.errors import InputError, print_note
 from graphs.common.files import atomic_path, read_json, write_text
-from graphs.common.safe_text import meant_name
+from graphs.common.safe_text import unknown_name
 from recognition.segmenter import run_length_encode
 from streaming.demo.procedure import DEMO_EXECUTIONS, DEMO_SEEDS
 
@@ -308,8 +308,7 @@ def demo_video(
         ``(video path, segments)``.
     """
     if name not in DEMO_EXECUTIONS:
-        raise InputError(f"--video demo:{name}: unknown demo (choose from {', '.join(DEMO_EXECUTIONS)})"
-                         f"{meant_name(name, DEMO_EXECUTIONS, 0)}")
+        raise InputError(unknown_name("--video: demo", f"demo:{name}", [f"demo:{n}" for n in DEMO_EXECUTIONS], None))
     steps, seed, config = DEMO_EXECUTIONS[name], DEMO_SEEDS[name], RenderConfig()
     key = hashlib.sha1(repr((RENDER_VERSION, steps, seed, config)).encode()).hexdigest()[:10]
     path = cache_dir() / f"demo-{name}-{key}.mp4"

@@ -48,7 +48,7 @@ from graphs.common.files import (
     write_text,
 )
 from graphs.common.options import check_fps, check_seed, check_threads
-from graphs.common.safe_text import count_of, first_few, meant_name, printable
+from graphs.common.safe_text import count_of, first_few, printable, unknown_name
 from recognition.feature_folders import (
     MANIFEST,
     MAX_AUGMENT_COPIES,
@@ -155,8 +155,7 @@ class FeatureExtractionConfig:
         if isinstance(copies, bool) or not isinstance(copies, int) or not 0 <= copies <= MAX_AUGMENT_COPIES:
             raise InputError(f"--augment-copies {copies!r}: must be an integer in 0..{MAX_AUGMENT_COPIES}")
         if self.extractor not in EXTRACTOR_NAMES:
-            raise InputError(f"--extractor {self.extractor!r}: choose one of {', '.join(EXTRACTOR_NAMES)}"
-                             f"{meant_name(self.extractor, EXTRACTOR_NAMES, 0)}")
+            raise InputError(unknown_name("--extractor", self.extractor, EXTRACTOR_NAMES, None))
         check_fps(self.fps)
         check_test_split_options(self.test_fraction, self.test_videos, "video")
         if self.threads is not None:

@@ -63,7 +63,7 @@ def test_a_segment_that_is_no_object_is_said_to_be_one(tmp_path: Path) -> None:
 
 def test_unknown_scenario_lists_known_ones(tmp_path: Path) -> None:
     ann = load_annotations(_annotation_file(tmp_path))
-    with pytest.raises(InputError, match="unknown scenario 'coffee' \\(known: tent\\)"):
+    with pytest.raises(InputError, match="scenario 'coffee': not the one known \\(tent\\)"):
         ann.scenario_videos("coffee")
 
 

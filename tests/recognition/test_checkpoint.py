@@ -177,7 +177,7 @@ def test_a_saved_state_dict_is_said_to_be_bare_weights(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("change", "message"), [
     # MiniROADConfig's TypeError: "bad field 'config' (MiniROADConfig.__init__() got an unexpected keyword argument".
-    (lambda c: c.update(bogus=1), "field 'config' has unknown key \"bogus\" (the keys it may hold: done_head, "
+    (lambda c: c.update(bogus=1), "field 'config': key 'bogus': not one of the 7 known (done_head, "
                                   "dropout, embed_dim, hidden_dim, input_dim, motion_lag, num_classes)"),
     # The default hidden_dim (1024) was taken: "weights do not fit the stored config (gru.weight_ih_l0 has shape...".
     (lambda c: c.pop("hidden_dim"), "field 'config' lacks 'hidden_dim'"),
@@ -279,8 +279,10 @@ def _stored(tmp_path: Path, key: str, value: object) -> Path:
         ("info", {"segmenter": "x"}, "info.segmenter must be an object, got a string"),
         ("info", {"segmenter": {"fps": 3.0}},
          "info.segmenter.fps = 3.0: not a segmenter setting (the segmenter runs at the detector's fps, 4)"),
-        ("info", {"segmenter": {"min_durations": 1.0}}, 'info.segmenter: unknown setting "min_durations" (known: '
-         "background, class_min_duration, max_delay, min_duration, min_run, onset_frames, switch_margin, threshold)"),
+        ("info", {"segmenter": {"min_durations": 1.0}},
+         "info.segmenter: setting 'min_durations': not one of the 8 known (background, class_min_duration, max_delay, "
+         "min_duration, min_run, onset_frames, switch_margin, threshold); "
+         "did you mean 'min_duration'?"),
         # Accepted without a word: a class the detector does not have.
         ("info", {"segmenter": {"background": 4}},
          "info.segmenter.background = 4: must be a class index of the detector (0..3) or null"),

@@ -325,8 +325,8 @@ def test_recordings_of_several_scenarios_name_the_folders_scenarios(tmp_path: Pa
     segments = labels["annotations"]["rec1"]["segments"]
     segments[1]["start_time"] = segments[0]["start_time"]
     (root / "labels.json").write_text(json.dumps(labels))
-    assert "unknown scenario 'tnet' (known: kite, shelf, tent)" in cli_error(main, argv(root, "--scenario", "tnet"),
-                                                                               capsys)
+    line = cli_error(main, argv(root, "--scenario", "tnet"), capsys)
+    assert "scenario 'tnet': not one of the 3 known (kite, shelf, tent)" in line
     assert main(argv(root, "--scenario", "tent", "--test-videos", "rec1")) == 0
     assert "1 feature file is of recordings of another scenario (rec4)" in capsys.readouterr().out
 
@@ -372,8 +372,8 @@ def test_a_config_naming_another_feature_folder_says_which_the_folder_holds(tmp_
 
 @pytest.mark.parametrize(
     ("argv", "line"),
-    [(["imprt", "--features", "npy/"], "error: recognition-features: unknown command 'imprt' (choose from import; see "
-                                       "recognition-features --help); did you mean 'import'?"),
+    [(["imprt", "--features", "npy/"], "error: recognition-features: command 'imprt': not the one known (import); "
+                                       "did you mean 'import'?"),
      (["--features", "npy/", "--annotations", "l.json", "--rate", "1", "--out", "f/"],
       "error: recognition-features: --features, --rate: options of recognition-features import (your own feature "
       "files: recognition-features import --features DIR ...); extraction from videos takes --videos")],
@@ -693,7 +693,7 @@ def test_a_misspelt_scenario_or_feature_folder_is_refused_with_the_name_meant(
     # The scenario was refused as the file's, the option unnamed; a config's feature folder with the folder's list.
     root = write_recordings(tmp_path)
     line = cli_error(main, argv(root, "--scenario", "tnet"), capsys)
-    assert line == (f"error: --scenario: {root / 'labels.json'}: unknown scenario 'tnet' (known: tent); "
+    assert line == (f"error: --scenario: {root / 'labels.json'}: scenario 'tnet': not the one known (tent); "
                     "did you mean 'tent'?")
     assert main(argv(root, "--name", "importd")) == 0  # rgb_importd: the live config reads rgb_imported
     live = Path(__file__).parents[2] / "configs" / "miniroad-captaincook4d-live.toml"

@@ -69,8 +69,8 @@ def test_an_option_of_one_value_given_twice_is_refused(argv: list[str], line: st
 def test_a_mistyped_command_is_named_with_the_commands_there_are(capsys: pytest.CaptureFixture[str]) -> None:
     # It was read as an argument of run, the default: "stream-detect run: unrecognized arguments: evl".
     line = cli_error(main, ["evl", "--features", "x.npy"], capsys)
-    assert line == ("error: stream-detect: unknown command 'evl' (choose from run, detector, checker, view, dashboard, "
-                    "eval, keys; see stream-detect --help); did you mean 'eval'?")
+    assert line == ("error: stream-detect: command 'evl': not one of the 7 known (run, detector, checker, view, "
+                    "dashboard, eval, keys); did you mean 'eval'?")
 
 
 def test_unopenable_video_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -588,7 +588,7 @@ def test_cuda_without_cuda_is_one_line(capsys: pytest.CaptureFixture[str]) -> No
 def test_demo_with_an_empty_or_unknown_name_is_refused(video: str, capsys: pytest.CaptureFixture[str]) -> None:
     # "demo:" used to play the mistake demo as if nothing had been asked.
     line = cli_error(main, ["--video", video, "--jsonl", "--fast"], capsys)
-    assert line.startswith(f"error: --video {video}: unknown demo") and "mistake, correct" in line
+    assert line.startswith(f"error: --video: demo {video!r}: not one of") and "demo:mistake, demo:correct" in line
 
 
 def test_several_sources_go_through_one_detector_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

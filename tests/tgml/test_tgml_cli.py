@@ -145,7 +145,7 @@ def test_train_refuses_settings_of_the_other_learner(
 
 @pytest.mark.parametrize(
     ("scenario", "flags", "fragment"),
-    [("taa", [], "unknown scenario 'taa' (known: coffee, tea)"),
+    [("taa", [], "scenario 'taa': not one of the 2 known (coffee, tea)"),
      ("tea", ["--method", "do", "--cut", "0.5"], "'cut' does not apply to --method do")],
     ids=["misspelt-scenario", "setting-of-another-learner"])
 def test_train_refuses_usage_before_warning_about_the_file(
@@ -175,7 +175,8 @@ def test_train_names_a_misspelt_config_setting_as_unknown(
     err = cli_error(main, ["train", "--annotations", str(ann), "--scenario", "tea", "--config", str(cfg), "--out",
                            str(out), *method], capsys)
     key = typo.split(" ")[0]
-    assert err.startswith(f"error: --config {cfg}: unknown setting '{key}' (the settings of ")
+    assert err.startswith(f"error: --config {cfg}: " + (f"--method noisy-and setting '{key}': not one of the 6 known ("
+                                                          if method else f"unknown setting '{key}' (the settings of "))
     assert "cut, edge_cost, epochs, lr, noise, relaxed" in err and "different learners" not in err
     assert not out.exists()
 
@@ -212,7 +213,7 @@ def tiny_with_step(video: str, segment: int, step_id: int) -> dict:
     [
         pytest.param(None, "tea", [], ["ann.json", "not found"], id="missing-annotation-file"),
         pytest.param('{"annotations": ', "tea", [], ["ann.json", "invalid JSON"], id="invalid-json"),
-        pytest.param(TINY, "cake", [], ["unknown scenario 'cake'"], id="unknown-scenario"),
+        pytest.param(TINY, "cake", [], ["scenario 'cake': not one of"], id="unknown-scenario"),
         pytest.param(tiny_with_step("v2", 1, 42), "tea", [], ["'v2'", "segments[1]", "42"],
                      id="segment-step-not-in-taxonomy"),
         pytest.param(TINY, "coffee", [], ["'coffee'", "no usable sequence"], id="scenario-with-no-usable-sequence"),

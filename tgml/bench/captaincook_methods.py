@@ -40,7 +40,7 @@ import numpy as np
 from rich.table import Table
 
 from graphs.common.errors import InputError
-from graphs.common.safe_text import meant_name
+from graphs.common.safe_text import unknown_name
 from graphs.edge_metrics import edge_scores
 from graphs.llm_graphs import LLM_FOLDER, llm_adjacency, llm_graph_path
 from tgml.bench.captaincook import (
@@ -113,8 +113,7 @@ def check_methods(methods: Sequence[str]) -> None:
         raise InputError("--method: give at least one method")
     for k, method in enumerate(methods):
         if method not in METHODS:
-            raise InputError(f"--method {method}: unknown; choose from {', '.join(METHODS)}"
-                             f"{meant_name(method, METHODS, 0)}")
+            raise InputError(unknown_name("--method", method, METHODS, None))
         if method in methods[:k]:
             raise InputError(f"--method {method}: listed twice")
 

@@ -42,7 +42,7 @@ from rich.table import Table
 
 from graphs.common.errors import InputError
 from graphs.common.files import read_json
-from graphs.common.safe_text import meant_name
+from graphs.common.safe_text import unknown_name
 from graphs.llm_graphs import LLM_FOLDER, llm_adjacency, llm_graph_path
 from graphs.order_rules import ORDER_RULES, check_rule, never_done, order_flags
 from graphs.postprocess import break_cycles
@@ -103,8 +103,7 @@ class MistakeBenchConfig:
             raise InputError("--method: give at least one method")
         for k, method in enumerate(self.methods):
             if method not in METHODS:
-                raise InputError(f"--method {method}: unknown; choose from {', '.join(METHODS)}"
-                                 f"{meant_name(method, METHODS, 0)}")
+                raise InputError(unknown_name("--method", method, METHODS, None))
             if method in self.methods[:k]:
                 raise InputError(f"--method {method}: listed twice")
         if not self.seeds:

@@ -41,7 +41,7 @@ from graphs.common.command_line import ArgumentParser, add_version_option, unkno
 from graphs.common.errors import FieldError, InputError, exit_on_input_error
 from graphs.common.files import check_output
 from graphs.common.options import output_path, seed_option, seed_range, workers_option
-from graphs.common.safe_text import meant_name
+from graphs.common.safe_text import unknown_name
 from graphs.common.settings_files import EPOCHS, Bound, as_written
 from tgml.bench import prego
 from tgml.bench.data_folder import DATA_ENV, data_folder
@@ -114,7 +114,8 @@ def _checker_files(pairs: list[tuple[str, Path]], run: list[str], own: bool) -> 
             elif dataset in prego.DATASETS:
                 why = f"is not run (--dataset {' '.join(run)})"
             else:
-                why = f"is not a dataset ({', '.join(prego.DATASETS)}){meant_name(dataset, prego.DATASETS, 0)}"
+                raise InputError(unknown_name(f"--checker-settings {dataset}={path}: dataset", dataset,
+                                              prego.DATASETS, None))
             raise InputError(f"--checker-settings {dataset}={path}: {dataset} {why}")
         files[dataset] = path
     return files
@@ -323,9 +324,10 @@ def _select_combination(args: argparse.Namespace, started: float) -> int:
     """``select --method noisy-and-do``: the combination rule and threshold, each learner keeping its own table."""
     rules = tuple(r.strip() for r in args.rules.split(",") if r.strip())
     bad = next((r for r in rules if r not in RULES), None)
-    if not rules or bad is not None:
-        raise InputError(f"--rules {args.rules!r}: expected comma-separated rules among {', '.join(RULES)}"
-                         f"{meant_name(bad, RULES, 0) if bad is not None else ''}")
+    if bad is not None:
+        raise InputError(unknown_name("--rules", bad, RULES))
+    if not rules:
+        raise InputError(f"--rules {args.rules!r}: expected comma-separated rules among {', '.join(RULES)}")
     search = prego.CombinationSearch(
         rules=rules,
         thresholds=tuple(_numbers(args.thresholds, "", float, "--thresholds", COMBINED_THRESHOLD)),
@@ -417,8 +419,7 @@ def _bench(argv: list[str]) -> int:
         modes = args.mode or list(prego.MODES)
         for k, (dataset, path) in enumerate(configs):
             if dataset not in prego.DATASETS:  # BenchConfig would name its field (config_files), not the option
-                raise InputError(f"--config {dataset}={path}: {dataset} is not a dataset ({', '.join(prego.DATASETS)})"
-                                 f"{meant_name(dataset, prego.DATASETS, 0)}")
+                raise InputError(unknown_name(f"--config {dataset}={path}: dataset", dataset, prego.DATASETS, None))
             if dataset in (d for d, _ in configs[:k]):
                 raise InputError(f"--config {dataset}={path}: a second settings file for {dataset}")
             if dataset in prego.DATASETS and dataset not in datasets:

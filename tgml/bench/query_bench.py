@@ -63,7 +63,7 @@ from rich.table import Table
 from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
 from graphs.common.options import SEED_RULE, is_seed
-from graphs.common.safe_text import meant_name
+from graphs.common.safe_text import unknown_name
 from graphs.count_based import count_based_graph
 from graphs.mistake_metrics import protocol_labels
 from graphs.precision_recall import precision_recall_f1
@@ -166,8 +166,7 @@ class QueryBenchConfig:
             raise InputError("bench-queries: no dataset chosen")
         for name in self.datasets:
             if name not in QUERY_DATASETS:
-                raise InputError(f"bench-queries --dataset: unknown dataset {name!r} (known: "
-                                 f"{', '.join(QUERY_DATASETS)}){meant_name(name, QUERY_DATASETS, 0)}")
+                raise InputError(unknown_name("bench-queries --dataset", name, QUERY_DATASETS, None))
         if len(set(self.datasets)) != len(self.datasets):
             raise InputError("bench-queries: a dataset is listed twice")
         if self.folds is not None and self.folds < 2:

@@ -31,7 +31,7 @@ from rich.table import Table
 
 from graphs.common.errors import InputError
 from graphs.common.options import MAX_SEED_COUNT, SEED_RULE, is_seed
-from graphs.common.safe_text import meant_name
+from graphs.common.safe_text import unknown_name
 from graphs.common.settings_files import as_written
 from graphs.edge_metrics import edge_scores
 from graphs.limits import MAX_STEPS
@@ -346,8 +346,7 @@ def run_synthetic(
     registry = dict(LEARNERS if learners is None else learners)
     unknown = [name for name in config.learners if name not in registry]
     if unknown:
-        raise InputError(f"synthetic benchmark --learners: unknown learner {unknown[0]!r} (known: "
-                         f"{', '.join(registry)}){meant_name(unknown[0], registry, 0)}")
+        raise InputError(unknown_name("synthetic benchmark --learners: learner", unknown[0], registry, None))
     # Largest graphs first, so no worker is left alone on a long job at the end.
     cases = sorted(make_cases(config), key=lambda c: (-c.size, -c.executions))
     jobs = [(name, registry[name], case) for case in cases for name in config.learners]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from graphs.common.errors import InputError
-from graphs.common.safe_text import meant_name
+from graphs.common.safe_text import meant_name, unknown_name
 from graphs.common.settings_files import field_names, load_config_file
 
 if TYPE_CHECKING:
@@ -79,9 +79,7 @@ class LearnerEntry:
         settings = dict(settings or {})
         unknown = sorted(set(settings) - self.setting_keys)
         if unknown:
-            raise InputError(f"{self.name}: unknown setting {unknown[0]!r} "
-                             f"(known: {', '.join(sorted(self.setting_keys)) or 'none'})"
-                             f"{meant_name(str(unknown[0]), self.setting_keys, 0)}")
+            raise InputError(unknown_name(f"{self.name}: setting", str(unknown[0]), sorted(self.setting_keys), None))
         values = {**settings, **self.fixed}
         names = field_names(self.config_class)
         if seed is not None and "seed" in names:
@@ -162,7 +160,7 @@ def learner(name: str) -> LearnerEntry:
     """The entry of a learner's name, or an error naming the known ones."""
     entry = LEARNERS.get(name)
     if entry is None:
-        raise InputError(f"learner {name!r}: unknown; choose from {', '.join(LEARNERS)}{meant_name(name, LEARNERS, 0)}")
+        raise InputError(unknown_name("learner", name, LEARNERS))
     return entry
 
 
@@ -188,8 +186,8 @@ def resolve_learner(method: str | None, given: set[str]) -> str:
             owner = _owner(foreign[0])
             known = ', '.join(sorted(entry.setting_keys))
             if not owner:  # a typo: "does not apply" would send the user looking for the learner it applies to
-                raise InputError(f"unknown setting {foreign[0]!r} (the settings of --method {method}: {known})"
-                                 f"{meant_name(foreign[0], entry.setting_keys, 0)}")
+                raise InputError(unknown_name(f"--method {method} setting", foreign[0], sorted(entry.setting_keys),
+                                              None))
             raise InputError(f"setting {foreign[0]!r} does not apply to --method {method} (it belongs to {owner})"
                              f"; its settings: {known}")
         return method

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from graphs.common.safe_text import first_few, shows_nothing, wrap_words
+from graphs.common.safe_text import first_few, shows_nothing, unknown_name, wrap_words
 
 
 def test_first_few_names_the_first_and_counts_the_rest() -> None:
@@ -58,3 +58,19 @@ def test_near_name_hint_looks_at_a_few_names_in_order(monkeypatch: pytest.Monkey
     compared.clear()
     assert near_name_hint(files, [f"nusar_{k:05d}" for k in range(10000)]) == ""
     assert len(compared) <= 20
+
+
+def test_unknown_name_is_one_wording_naming_what_the_count_the_list_and_the_name_meant() -> None:
+    assert (unknown_name("--recipe", "tee", ["coffee", "tea", "pancakes"])
+            == "--recipe 'tee': not one of the 3 known (coffee, tea, pancakes); did you mean 'tea'?")
+    assert (unknown_name("--config a.toml: setting", "zzz", ["cut"])
+            == "--config a.toml: setting 'zzz': not the one known (cut)")
+    assert unknown_name("learner", "x", []) == "learner 'x': unknown (none is known)"
+    # A long list is cut unless the site needs it whole; repeats are listed once, in the order given.
+    many = [f"video_{k:02d}" for k in range(30)]
+    assert unknown_name("--test-videos", "clip", many, 3) == (
+        "--test-videos 'clip': not one of the 30 known (video_00, video_01, video_02 and 27 more)")
+    assert unknown_name("--scenario", "zz", [*many, "video_00"], None).endswith("video_28, video_29)")
+    # The name typed is shown safe and short: a key pasted whole from a file, an escape sequence.
+    line = unknown_name("setting", "\x1b[2J" + "k" * 200, ["a"])
+    assert "\x1b" not in line and len(line) < 120

@@ -460,7 +460,7 @@ BAD_INPUT = {
     "unknown-test-video": (lambda f: None, ["--test-videos", "run9"], "'run9' is not an annotated video"),
     "out-is-a-file": (_out_under_a_file, [], "{f}/features: is a file, expected the feature folder"),
     "bad-fps": (lambda f: None, ["--fps", "0"], "--fps: 0: must be a number of frames per second in 1..1000"),
-    "unknown-extractor": (lambda f: None, ["--extractor", "resnet"], "--extractor 'resnet': choose one of"),
+    "unknown-extractor": (lambda f: None, ["--extractor", "resnet"], "--extractor 'resnet': not one of the"),
 }
 
 
@@ -493,8 +493,8 @@ def test_several_scenarios_need_a_choice(work: Path, capsys: pytest.CaptureFixtu
     edit_labels(work, add_scenario)
     assert "holds several scenarios (shelf, tent); choose one with --scenario" in cli_error(main, args(work), capsys)
     # A misspelt one is named with the file's scenarios (it was "no annotated video of scenario 'shelv'").
-    assert "unknown scenario 'shelv' (known: shelf, tent)" in cli_error(main, args(work, "--scenario", "shelv"),
-                                                                         capsys)
+    line = cli_error(main, args(work, "--scenario", "shelv"), capsys)
+    assert "scenario 'shelv': not one of the 2 known (shelf, tent)" in line
     assert main(args(work, "--scenario", "shelf")) == 0
 
 

@@ -243,9 +243,9 @@ def test_settings_files_that_would_be_ignored_are_refused(
     ("options", "line"),
     [
         (["--config", "tent=a.toml"],
-         "error: --config tent=a.toml: tent is not a dataset (assembly101-o, epic-tent-o)"),
+         "error: --config tent=a.toml: dataset 'tent': not one of the 2 known (assembly101-o, epic-tent-o)"),
         (["--mode", "pred", "--checker", "probabilistic", "--checker-settings", "tent=a.json"],
-         "error: --checker-settings tent=a.json: tent is not a dataset (assembly101-o, epic-tent-o)"),
+         "error: --checker-settings tent=a.json: dataset 'tent': not one of the 2 known (assembly101-o, epic-tent-o)"),
         (["--mode", "pred", "--checker", "probabilistic", "--checker-settings", "assembly101-o=a.json"],
          "error: --checker-settings assembly101-o=a.json: assembly101-o is not run (--dataset epic-tent-o)"),
         (["--mode", "pred", "--checker", "probabilistic", "--checker-settings", "epic-tent-o=a.json",
@@ -449,7 +449,7 @@ def test_select_noisy_and_do_compares_with_each_learner_alone(
     ('[noisy-and-do.noisy-and]\ncut = 2.0\n[noisy-and-do.do-ensemble]\n',
      "[noisy-and-do.noisy-and]: NoisyAndConfig.cut = 2.0"),
     ('[noisy-and-do.noisy-and]\n[noisy-and-do.do-ensemble]\nsize = 3\n',
-     "[noisy-and-do.do-ensemble] has unknown setting 'size'"),
+     "[noisy-and-do.do-ensemble]: setting 'size': not one of"),
 ])
 def test_bad_noisy_and_do_settings_name_the_table(
     data_dir: Path, tmp_path: Path, body: str, fragment: str, capsys: pytest.CaptureFixture[str]

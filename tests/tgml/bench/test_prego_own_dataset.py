@@ -178,7 +178,7 @@ def test_missing_file_unknown_scenario_and_empty_test_split(
     missing = ["--annotations", str(tmp_path / "nowhere.json"), "--scenario", "tea", "--test-videos", "a"]
     assert "nowhere.json" in cli_error(main, missing, capsys)
     err = cli_error(main, ["--annotations", str(tea), "--scenario", "kitchen", "--test-videos", "mistake"], capsys)
-    assert "unknown scenario 'kitchen' (known: coffee, tea)" in err
+    assert "scenario 'kitchen': not one of the 2 known (coffee, tea)" in err
     # Refused before the warning about the file's overlapping segments, which it printed first.
     data = json.loads(tea.read_text())
     data["annotations"]["t1"]["segments"][1]["start_time"] = 0.5
@@ -186,7 +186,7 @@ def test_missing_file_unknown_scenario_and_empty_test_split(
     overlapping.write_text(json.dumps(data))
     err = cli_error(main, ["--annotations", str(overlapping), "--scenario", "kitchen", "--test-videos", "mistake"],
                     capsys)
-    assert "unknown scenario 'kitchen'" in err
+    assert "scenario 'kitchen': not one of" in err
     # Without --scenario a file of two procedures asks which (a file of one runs it: below).
     assert f"{tea}: holds several scenarios (coffee, tea); choose one with --scenario" in cli_error(
         main, ["--annotations", str(tea), "--test-videos", "a"], capsys)

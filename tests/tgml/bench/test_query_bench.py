@@ -70,7 +70,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, data_dir: Path, capsys
     err = cli_error(main, ["bench-queries", "--data", str(data_dir), "--json", str(blocker / "out.json")], capsys)
     assert "is a file, not a folder" in err
     err = cli_error(main, ["bench-queries", "--data", str(data_dir), "--dataset", "ego-exo4d"], capsys)
-    assert "unknown dataset 'ego-exo4d'" in err
+    assert "--dataset 'ego-exo4d': not one of" in err
     assert "folds = 1" in cli_error(main, ["bench-queries", "--data", str(data_dir), "--folds", "1"], capsys)
     err = cli_error(main, ["bench-queries", "--data", str(data_dir), "--dataset", "captaincook4d", "--procedures",
                            "tea"], capsys)

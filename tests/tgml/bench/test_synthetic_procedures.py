@@ -90,7 +90,7 @@ def test_config_and_learner_names_are_checked() -> None:
         SyntheticConfig(sizes=(1,))
     with pytest.raises(InputError, match="SyntheticConfig.noise"):
         SyntheticConfig(noise=(1.5,))
-    with pytest.raises(InputError, match="unknown learner 'tgt'"):
+    with pytest.raises(InputError, match="learner 'tgt': not one of"):
         run_synthetic(SyntheticConfig(sizes=(4,), executions=(2,), seeds=1, learners=("tgt",), workers=1))
 
 
@@ -109,7 +109,7 @@ def test_bench_synthetic_command_prints_the_table_and_writes_json(
 
 @pytest.mark.parametrize(
     ("flags", "fragment"),
-    [(["--sizes", "5,x"], "--sizes '5,x'"), (["--learners", "tgt"], "unknown learner 'tgt'"),
+    [(["--sizes", "5,x"], "--sizes '5,x'"), (["--learners", "tgt"], "learner 'tgt': not one of"),
      (["--noise", "2"], "SyntheticConfig.noise"), (["--seeds", "0"], "--seeds 0: need at least 1")],
 )
 def test_bench_synthetic_refuses_bad_options(flags: list[str], fragment: str,

@@ -11,6 +11,7 @@ from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import mistaken_sequences
 from graphs.common.files import FOLDER_NOT_FOUND, not_a_folder, read_json
+from graphs.common.safe_text import unknown_name
 from graphs.common.settings_files import as_written
 from graphs.task_graph import TaskGraph
 
@@ -86,7 +87,7 @@ def resolve_data(
                          f"folder that holds them (the public data folder), or {PREPARE_HINT}")
     for dataset in datasets:
         if dataset not in DATASETS:
-            raise InputError(f"unknown dataset {dataset!r} (known: {', '.join(DATASETS)})")
+            raise InputError(unknown_name("dataset", dataset, DATASETS, None))
         needed: list[tuple[Path, str]] = []
         if splits:
             hint = PREPARE_HINT.replace("--assembly101 RAW --epic-tent RAW", f"{DATASETS[dataset].raw_flag} RAW")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
 from graphs.common.errors import InputError
+from graphs.common.safe_text import unknown_name
 from graphs.common.settings_files import SEED, Bound, check_settings, field_names
 from tgml.learners.do.config import DOEnsembleConfig
 from tgml.learners.noisy_and.config import NoisyAndConfig
@@ -67,7 +68,7 @@ class NoisyAndDOConfig:
             known = field_names(config_class) - {"seed"}
             unknown = sorted(set(sub) - known)
             if unknown:
-                raise InputError(f"{where} has unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
+                raise InputError(unknown_name(f"{where}: setting", unknown[0], sorted(known), None))
             try:
                 values = {**sub, "seed": seed, **({"epochs": epochs} if epochs is not None else {})}
                 learners[name] = config_class(**values)

@@ -20,6 +20,7 @@ from typing import Final, Protocol
 
 from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence, StepVerdict
 from graphs.common.errors import InputError
+from graphs.common.safe_text import unknown_name
 from graphs.order_rules import LATE_STEP, PRECONDITION, check_rule
 from graphs.probabilistic_checker import (
     DEFAULT_ALERT_THRESHOLD,
@@ -154,5 +155,5 @@ def checker_entry(name: str, option: str = "--checker") -> CheckerEntry:
     """The entry of a checker's name, or one `InputError` line naming the option and the choices."""
     entry = CHECKERS.get(name)
     if entry is None:
-        raise InputError(f"{option} {name!r}: choose one of {', '.join(CHECKERS)}")
+        raise InputError(unknown_name(option, name, CHECKERS, None))
     return entry

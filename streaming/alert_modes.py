@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Final
 
 from graphs.common.errors import InputError
+from graphs.common.safe_text import unknown_name
 
 ALERT_MODES: Final = ("end", "onset")  # alert once a step is confirmed, or on its provisional announcement
 # Onset: on the demo and the walkthrough procedure it alerts 2.2-2.8 s sooner at the same precision (see eval).
@@ -22,4 +23,4 @@ def check_alert_on(value: str) -> None:
         InputError: one line naming the value and the choices.
     """
     if value not in ALERT_MODES:
-        raise InputError(f"--alert-on {value!r}: choose one of {', '.join(ALERT_MODES)}")
+        raise InputError(unknown_name("--alert-on", value, ALERT_MODES, None))

@@ -7,6 +7,7 @@ from typing import Final
 import torch
 
 from graphs.common.errors import InputError
+from graphs.common.safe_text import unknown_name
 
 DEVICES: Final = ("auto", "cpu", "cuda")
 
@@ -25,7 +26,7 @@ def resolve_device(device: str, option: str = "--device") -> torch.device:
         InputError: an unknown value, or ``"cuda"`` where torch sees no CUDA device.
     """
     if device not in DEVICES:
-        raise InputError(f"{option} {device!r}: choose one of {', '.join(DEVICES)}")
+        raise InputError(unknown_name(option, device, DEVICES, None))
     if device == "cuda" and not torch.cuda.is_available():
         raise InputError(f"{option} cuda: torch {torch.__version__} sees no CUDA device; use --device cpu (or auto)")
     if device == "auto":

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final, TextIO
 
 from graphs.common.errors import InputError, drop_stderr, keep_devnull, print_stderr
-from graphs.common.safe_text import printable
+from graphs.common.safe_text import printable, unknown_name
 
 # What a service module logs through: called with a line and, as keywords, the values it names (``fields`` of the
 # JSON format) and, where the caller knows it, its ``level``. A `ServiceLog` behind a lambda that gives the level
@@ -79,7 +79,7 @@ class ServiceLog:
         queued: bool = False,
     ) -> None:
         if log_format not in LOG_FORMATS:
-            raise InputError(f"--log-format {log_format!r}: choose one of {', '.join(LOG_FORMATS)}")
+            raise InputError(unknown_name("--log-format", log_format, LOG_FORMATS, None))
         self.service = service
         self.json = log_format == "json"
         self.out = out

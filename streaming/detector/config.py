@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from graphs.common.errors import InputError
 from graphs.common.options import check_threads
+from graphs.common.safe_text import unknown_name
 from graphs.common.settings_files import as_written
 from recognition.segmenter import SegmenterOverrides
 from streaming.alert_modes import DEFAULT_ALERT_ON, check_alert_on
@@ -102,4 +103,4 @@ class StreamSource:
             if not isinstance(value, str) or not value:
                 raise InputError(f"StreamSource.{name} = {as_written(value)} must name a source or a file")
         if self.device not in DEVICES:
-            raise InputError(f"--device {self.device!r}: choose one of {', '.join(DEVICES)}")
+            raise InputError(unknown_name("--device", self.device, DEVICES, None))

@@ -162,7 +162,7 @@ class FeatureExtractionConfig:
             check_threads(self.threads)
         resolve_device(self.device)  # --device cuda without a GPU: refused before any work, as stream-detect does
         if self.reader not in READER_NAMES:
-            raise InputError(f"--reader {self.reader!r}: choose one of {', '.join(READER_NAMES)}")
+            raise InputError(unknown_name("--reader", self.reader, READER_NAMES, None))
         check_seed(self.seed)
         if self.batch < 1:
             raise InputError(f"FeatureExtractionConfig.batch = {self.batch}: must be >= 1")

@@ -37,8 +37,8 @@ def test_a_checker_added_to_the_table_is_chosen_by_name_with_no_other_change(mon
 def test_an_unknown_checker_is_one_line_naming_the_option_and_the_choices() -> None:
     with pytest.raises(InputError) as refused:
         CheckerSettings("psychic")
-    assert str(refused.value) == "--checker 'psychic': choose one of probabilistic, binary"
-    with pytest.raises(InputError, match="^--method 'x': choose one of probabilistic, binary$"):
+    assert str(refused.value) == "--checker 'psychic': not one of the 2 known (probabilistic, binary)"
+    with pytest.raises(InputError, match=r"^--method 'x': not one of the 2 known \(probabilistic, binary\)$"):
         checker_entry("x", "--method")
 
 

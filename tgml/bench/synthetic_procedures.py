@@ -115,7 +115,7 @@ def random_procedure(n_steps: int, density: str, rng: np.random.Generator) -> np
         bool ``(n+2, n+2)`` canonical START..END adjacency.
     """
     if density not in DENSITIES:
-        raise InputError(f"density {density!r}: expected one of {', '.join(DENSITIES)}")
+        raise InputError(unknown_name("density", density, DENSITIES, None))
     order = rng.permutation(n_steps)  # order[k] is the k-th step of a topological order
     counts = rng.choice(len(DENSITIES[density]), size=n_steps, p=DENSITIES[density])
     requires = np.zeros((n_steps, n_steps), dtype=bool)

@@ -61,7 +61,7 @@ from graphs.annotations import Annotations
 from graphs.checker_settings import CheckerSettings, checker_entry
 from graphs.common.errors import InputError
 from graphs.common.files import check_output
-from graphs.common.safe_text import first_few
+from graphs.common.safe_text import first_few, unknown_name
 from graphs.precision_recall import shown
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel
@@ -149,7 +149,7 @@ class LiveBenchConfig:
     def __post_init__(self) -> None:
         for graph in self.live_graphs:
             if graph not in LIVE_GRAPHS:
-                raise InputError(f"--live-graph {graph!r}: choose one of {', '.join(LIVE_GRAPHS)}")
+                raise InputError(unknown_name("--live-graph", graph, LIVE_GRAPHS, None))
         if not self.live_graphs or len(set(self.live_graphs)) < len(self.live_graphs):
             raise InputError(f"live graphs {self.live_graphs!r}: give each of {', '.join(LIVE_GRAPHS)} once at most")
         if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:

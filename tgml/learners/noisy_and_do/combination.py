@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.common.safe_text import unknown_name
 from graphs.common.settings_files import Bound, check_settings
 from graphs.postprocess import binarize
 from graphs.task_graph import TaskGraph
@@ -103,7 +104,7 @@ def combine_evidence(ratios: np.ndarray, rule: str) -> np.ndarray:
         return ratios.min(axis=0)
     if rule == "either":
         return ratios.max(axis=0)
-    raise InputError(f"combination rule {rule!r}: expected one of {', '.join(RULES)}")
+    raise InputError(unknown_name("combination rule", rule, RULES, None))
 
 
 def combined_adjacency(ratios: np.ndarray, present: np.ndarray, config: CombinationConfig) -> tuple[np.ndarray,

@@ -128,7 +128,7 @@ def test_prego_bench_says_the_test_video_meant_of_your_own_dataset(
       "error: --video: demo 'demo:corect': not one of the 3 known (demo:mistake, demo:correct, demo:missing); "
       "did you mean 'demo:correct'?"),
      (["eval", "--demo", "--videos-list", "demo:corect"],
-      "error: --videos-list: demo:corect is not a demo execution (with --demo: demo:mistake, demo:correct, "
+      "error: --videos-list: demo execution 'demo:corect': not one of the 3 known (demo:mistake, demo:correct, "
       "demo:missing); did you mean 'demo:correct'?")],
     ids=["video", "eval-videos-list"])
 def test_stream_detect_says_the_demo_meant(

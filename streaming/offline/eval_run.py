@@ -46,7 +46,7 @@ from graphs.common.files import (
     replaced_input,
     write_text,
 )
-from graphs.common.safe_text import count_of, first_few, meant_name, printable
+from graphs.common.safe_text import count_of, first_few, meant_name, printable, unknown_name
 from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint
@@ -238,8 +238,7 @@ def demo_videos(names: Sequence[str] = ()) -> list[EvalVideo]:
     _check_unique(names)
     unknown = [n for n in names if n not in DEMO_NAMES]
     if unknown:
-        raise InputError(f"--videos-list: {', '.join(unknown)} is not a demo execution (with --demo: "
-                         f"{', '.join(DEMO_NAMES)}){meant_name(unknown[0], DEMO_NAMES, 0)}")
+        raise InputError(unknown_name("--videos-list: demo execution", unknown[0], DEMO_NAMES, None))
     out = []
     for name in [n.removeprefix("demo:") for n in names] or DEMO_EXECUTIONS:
         path, segments = demo_video(name)

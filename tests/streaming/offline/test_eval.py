@@ -311,8 +311,8 @@ def test_videos_list_picks_demo_executions(demo_eval: dict[str, dict]) -> None:
         (["--alert-on", "later"], "--alert-on: invalid choice"),
         (["--videos-list", "a", "--split", "s.json"], "not allowed with argument"),
         # Ignored without a word with --demo: the demo evaluated all three executions.
-        (["--videos-list", "demo:foo"], "--videos-list: demo:foo is not a demo execution (with --demo: demo:mistake, "
-                                        "demo:correct, demo:missing)"),
+        (["--videos-list", "demo:foo"], "--videos-list: demo execution 'demo:foo': not one of the 3 known "
+                                        "(demo:mistake, demo:correct, demo:missing)"),
         (["--split", "s.json"], "--split s.json: --demo evaluates the bundled demo executions"),
         (["--videos", "v"], "--videos v: --demo evaluates the bundled demo executions"),
         (["--preview"], "--preview: "),  # no display here, and the headless OpenCV has no window anyway

@@ -87,30 +87,23 @@ def test_the_command_prints_the_table_per_rule_and_writes_the_per_recipe_json(
     assert set(document["rows"]["llm"]["rules"]["precondition"]["per_recipe"]) == {"coffee", "cucumberraita", "ramen"}
 
 
-def test_an_error_file_of_another_format_is_one_error_line(
-    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    folder = tmp_path / "captaincook4d"
-    folder.mkdir()
-    for name in ("task_graph_generation_annotations.json", "ground_truth_task_graphs", "llm_task_graphs"):
-        (folder / name).symlink_to(data_dir / "captaincook4d" / name)
-    write(folder / "error_annotations.json", {"annotations": {}})
-    err = cli_error(main, ["bench-mistakes", "--data", str(folder), "--method", "msg2", "--quiet"], capsys)
-    assert "error_annotations.json: expected a JSON list of recordings" in err
-
-
-def test_an_error_file_of_no_recording_is_said_to_be_empty(
-    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.mark.parametrize(("content", "said"), [
+    ({"annotations": {}}, "expected a JSON list of recordings {'recording_id', 'activity_id', 'step_annotations'} "
+                          "(CaptainCook4D's error_annotations.json), got an object"),
     # It said "expected a JSON list of recordings {...}, got a list": the list was right, its emptiness was not.
+    ([], "an empty list, expected the recordings {'recording_id', 'activity_id', 'step_annotations'} "
+         "(CaptainCook4D's error_annotations.json)"),
+], ids=["another-format", "no-recording"])
+def test_an_error_file_of_another_format_or_no_recording_is_one_error_line(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: object, said: str
+) -> None:
     folder = tmp_path / "captaincook4d"
     folder.mkdir()
     for name in ("task_graph_generation_annotations.json", "ground_truth_task_graphs", "llm_task_graphs"):
         (folder / name).symlink_to(data_dir / "captaincook4d" / name)
-    write(folder / "error_annotations.json", [])
+    write(folder / "error_annotations.json", content)
     err = cli_error(main, ["bench-mistakes", "--data", str(folder), "--method", "msg2", "--quiet"], capsys)
-    assert err == (f"error: {folder / 'error_annotations.json'}: an empty list, expected the recordings "
-                   "{'recording_id', 'activity_id', 'step_annotations'} (CaptainCook4D's error_annotations.json)")
+    assert err == f"error: {folder / 'error_annotations.json'}: {said}"
 
 
 def test_a_recipe_without_a_graph_is_one_error_line(

@@ -634,7 +634,8 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
         withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
         at = [_text(clock_text(when))] if clock else []
         if withdrawn is not None:  # an early alert taken back: shown struck out, with why
-            alerts.add_row(*at, _text("-"), _text(alert.stream_id), _text(alert.step_name, "strike dim"),
+            # Its video time stays: the same step may be alerted again later, and only the time tells the two apart.
+            alerts.add_row(*at, _video_time(alert, state), _text(alert.stream_id), _text(alert.step_name, "strike dim"),
                            _text(f"retracted: {retraction_reason(withdrawn)}", "yellow"), _text(""), _text(""))
             continue
         alerts.add_row(*at, _video_time(alert, state), _text(alert.stream_id), _text(alert.step_name, "bold red"),

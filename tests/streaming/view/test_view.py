@@ -337,6 +337,22 @@ def test_a_retracted_alert_says_what_was_confirmed_instead_and_that_it_no_longer
             ) in shown["none"]
 
 
+def test_a_retracted_alert_keeps_its_video_time_in_the_table() -> None:
+    # On a real recording (CaptainCook4D 16_26) an early alert on a step was retracted and the same step alerted again
+    # 44 s later: the table showed the retracted row at "-", so nothing told which of the two had been withdrawn.
+    state = ViewState()
+    state.apply(Alert("cam0", 3, 1.0, "cam0#1", "r", BOIL, "boil_water", 1, (FILL,), ("fill_kettle",), False,
+                      0.9, False, 1, "fill_kettle", 1.0, "binary", video_time=172.0))
+    state.apply(Retraction("cam0", 4, 2.0, "cam0#1", "r", BOIL, "boil_water", 1, BOIL, "boil_water"))
+    state.apply(Alert("cam0", 5, 3.0, "cam0#3", "r", BOIL, "boil_water", 3, (FILL,), ("fill_kettle",), False,
+                      0.9, False, 1, "fill_kettle", 1.0, "binary", video_time=216.0))
+    for width in (300, 160):  # the wide table, and the width of a common terminal
+        text = draw(state, width=width)
+        (withdrawn,) = [line for line in text.splitlines() if "retracted:" in line]
+        assert "from 172.0 s" in withdrawn
+        assert "from 216.0 s" in text
+
+
 def report(run: str = "s", replayed: bool = False, **fields: Any) -> MissingSteps:
     values: dict[str, Any] = {
         "stream_id": "kitchen", "seq": 9, "timestamp": 3.0, "missing_id": "kitchen#end", "run": run,

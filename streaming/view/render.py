@@ -691,7 +691,11 @@ def news_line(when: float, message: NewsMessage, state: ViewState) -> Text:
                              " before " if message.missing else ": ", _missing(message, state), " (",
                              _video_time(message, state), f"; {PROBABILITY_HEADER} {message.probability:.2f})")
     if isinstance(message, Retraction):
-        return Text.assemble(head, "alert on ", _text(message.step_name), " ",
+        # Where the withdrawn alert was in the video: the same step may be alerted again, and the time tells which.
+        shown = next((alert for _, alert in state.alerts if (alert.stream_id, alert.run, alert.alert_id)
+                      == (message.stream_id, message.run, message.alert_id)), None)
+        where = (" (", _video_time(shown, state), ")") if shown is not None else ()
+        return Text.assemble(head, "alert on ", _text(message.step_name), *where, " ",
                              _text(f"retracted: {retraction_reason(message)}", "yellow"))
     names = _never_done_names(message, state) or "none"
     title = _never_done_title(state, [message]).split(" (")[0]

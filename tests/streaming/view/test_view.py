@@ -53,7 +53,7 @@ from streaming.readers import Frame, ReaderConfig, open_reader
 from streaming.session_verdict import SessionVerdict, no_verdict_text, verdict_text
 from streaming.transport import SILENT_S, Publisher, bind, connect
 from streaming.view.client import Viewer, run_view
-from streaming.view.render import PROBABILITY_HEADER, render
+from streaming.view.render import PROBABILITY_HEADER, news_line, render
 from streaming.view.state import ENDED_LOG, ViewState, graph_names
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
 from tests.streaming.helpers import (
@@ -351,6 +351,9 @@ def test_a_retracted_alert_keeps_its_video_time_in_the_table() -> None:
         (withdrawn,) = [line for line in text.splitlines() if "retracted:" in line]
         assert "from 172.0 s" in withdrawn
         assert "from 216.0 s" in text
+    # A terminal that cannot redraw is told the retraction as a line: it names the same video time.
+    retraction = Retraction("cam0", 4, 2.0, "cam0#1", "r", BOIL, "boil_water", 1, BOIL, "boil_water")
+    assert "alert on boil_water (from 172.0 s) retracted: " in news_line(2.0, retraction, state).plain
 
 
 def report(run: str = "s", replayed: bool = False, **fields: Any) -> MissingSteps:

@@ -331,6 +331,22 @@ def test_recordings_of_several_scenarios_name_the_folders_scenarios(tmp_path: Pa
     assert "1 feature file is of recordings of another scenario (rec4)" in capsys.readouterr().out
 
 
+def test_a_test_recording_of_another_scenario_is_named_as_such_not_as_a_typo(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]
+                                                                             ) -> None:
+    # On CaptainCook4D's folder, --scenario scrambledeggs --test-videos 16_23,10_46 (10_46: a pinwheels recording) was
+    # answered "'10_46' is not an imported recording ...; did you mean '16_44'?": another recording, and no word of why.
+    root = write_recordings(tmp_path)
+    labels = json.loads((root / "labels.json").read_text())
+    labels["taxonomy"] |= {"shelf": STEPS}
+    labels["annotations"]["rec4"]["scenario"] = "shelf"
+    (root / "labels.json").write_text(json.dumps(labels))
+    err = cli_error(main, argv(root, "--scenario", "tent", "--test-videos", "rec1,rec4"), capsys)
+    assert err == (f"error: --test-videos: 'rec4' is a recording of scenario 'shelf' in {root / 'labels.json'}, not of "
+                   "'tent': name test recordings of the scenario imported")
+    assert not (root / "out").exists()
+
+
 def test_float64_features_beyond_float32s_range_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # They were imported as inf without a word (the folder then refused by recognition-train, far from the cause).
     root = write_recordings(tmp_path)

@@ -184,7 +184,7 @@ def ended_text(
     return line, "correct"
 
 
-def retraction_reason(retraction: Retraction) -> str:
+def retraction_reason(retraction: Retraction, named: bool = True) -> str:
     """Why an early alert was withdrawn, from what was confirmed at its position, and that it no longer holds.
 
     Three cases (`streaming.checker.core`, docs/wire-format.md's ``confirmed``): another step was confirmed there; the
@@ -194,16 +194,19 @@ def retraction_reason(retraction: Retraction) -> str:
 
     Args:
         retraction: the retraction.
+        named: name the withdrawn step; False says "it", for a line that shows its name beside the reason (the
+            view: CaptainCook4D's step names are sentences, and each retracted row wrapped the same one twice).
 
     Returns:
-        e.g. ``fill_kettle was confirmed there, not boil_water: the alert no longer holds``.
+        e.g. ``fill_kettle was confirmed there, not boil_water: the alert no longer holds``, or unnamed ``fill_kettle
+        was confirmed there instead: the alert no longer holds``.
     """
-    step = retraction.step_name
+    step = retraction.step_name if named else "it"
     if retraction.confirmed is None:
         what = (f"{step} was not confirmed there (its announcement was withdrawn, the session ended or its stream "
                 "started over first, or a step outside the task graph came instead)")
     elif retraction.confirmed == retraction.step:
         what = f"{step} was confirmed, but with the whole step seen its pre-conditions look done"
     else:
-        what = f"{retraction.confirmed_name} was confirmed there, not {step}"
+        what = f"{retraction.confirmed_name} was confirmed there" + (f", not {step}" if named else " instead")
     return f"{what}: the alert no longer holds"

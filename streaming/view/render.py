@@ -636,13 +636,18 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
         if withdrawn is not None:  # an early alert taken back: shown struck out, with why
             # Its video time stays: the same step may be alerted again later, and only the time tells the two apart.
             alerts.add_row(*at, _video_time(alert, state), _text(alert.stream_id), _text(alert.step_name, "strike dim"),
-                           _text(f"retracted: {retraction_reason(withdrawn)}", "yellow"), _text(""), _text(""))
+                           _withdrawn(withdrawn), _text(""), _text(""))
             continue
         alerts.add_row(*at, _video_time(alert, state), _text(alert.stream_id), _text(alert.step_name, "bold red"),
                        _missing(alert, state), _forgotten(alert), _text(f"{alert.probability:.2f}"))
     if not clock or _folds_a_word(alerts, width):  # names kept whole matter more than columns that never move
         layout.whole_words(alerts, first="mistake")
     return alerts
+
+
+def _withdrawn(retraction: Retraction) -> Text:
+    """Why an alert was retracted, beside its step's name (so not naming it again: `retraction_reason`)."""
+    return _text(f"retracted: {retraction_reason(retraction, named=False)}", "yellow")
 
 
 def _alert_lines(state: ViewState) -> Group:
@@ -654,7 +659,7 @@ def _alert_lines(state: ViewState) -> Group:
         withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
         if withdrawn is not None:
             lines.append(Hanging(Text.assemble(where, _text(alert.step_name, "strike dim"), " ",
-                                               _text(f"retracted: {retraction_reason(withdrawn)}", "yellow"))))
+                                               _withdrawn(withdrawn))))
             continue
         # "before" only where it reads so: a late-step alert or one without pre-conditions says what it is itself
         lines.append(Hanging(Text.assemble(where, _text(alert.step_name, "bold red"),
@@ -696,7 +701,7 @@ def news_line(when: float, message: NewsMessage, state: ViewState) -> Text:
                       == (message.stream_id, message.run, message.alert_id)), None)
         where = (" (", _video_time(shown, state), ")") if shown is not None else ()
         return Text.assemble(head, "alert on ", _text(message.step_name), *where, " ",
-                             _text(f"retracted: {retraction_reason(message)}", "yellow"))
+                             _withdrawn(message))
     names = _never_done_names(message, state) or "none"
     title = _never_done_title(state, [message]).split(" (")[0]
     return Text.assemble(head, _text(f"session over; {title}: "), _text(names))

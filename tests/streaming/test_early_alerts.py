@@ -101,7 +101,7 @@ def test_the_view_shows_a_retracted_alert_struck_out_with_the_step_confirmed_ins
     console = Console(width=300, record=True, file=io.StringIO(), color_system="standard")
     console.print(render(state))
     text = console.export_text(styles=True)
-    assert "retracted: fill_kettle was confirmed there, not boil_water: the alert no longer holds" in text
+    assert "retracted: fill_kettle was confirmed there instead: the alert no longer holds" in text
     assert "\x1b[2;9mboil_water" in text  # dim and struck out (SGR 2 and 9)
 
 

@@ -299,12 +299,16 @@ def run_jobs(
                         futures = {pool.submit(_reported_job, job, k, args): k for k, args in enumerate(arguments)}
                     pending = set(futures)
                     while pending:
-                        # Without rows nothing but a result needs the loop: it waits for one, as it always did.
-                        ready, pending = wait(pending, REPORT_EVERY_S if reports is not None else None,
-                                              FIRST_COMPLETED)
-                        for future in ready:
-                            done[futures[future]] = future.result()
-                            advance(futures[future])
+                        # `wait` takes every pending future's lock while it sets up: a stop raised in there by the
+                        # signal's handler left one taken, the pool's manager thread waited on it, and the shutdown
+                        # below on the manager, for ever (SIGTERM right after the bar showed, 1 run in 30 on a busy
+                        # machine). So a stop waits for `wait` to return, which a bounded timeout keeps prompt.
+                        with signals_deferred():
+                            ready, pending = wait(pending, REPORT_EVERY_S, FIRST_COMPLETED)
+                            finished_now = [(futures[future], future.result()) for future in ready]
+                        for index, result in finished_now:
+                            done[index] = result
+                            advance(index)
                         _show_reports(reports, show)
                 except BaseException:
                     # A stop (SIGINT, SIGTERM) or a failed job: the run's result is lost either way, so the jobs under

@@ -160,33 +160,41 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@contextlib.contextmanager
+def _stderr_file_and_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> Iterator[logging.Logger]:
+    """stderr written to ``tmp_path / "stderr"``, and the library logger ``name`` that no handler takes; after the
+    block, Python's warnings and logging hooks must be as they were before it."""
+    shown, resort = warnings.showwarning, logging.lastResort
+    library = logging.getLogger(name)
+    monkeypatch.setattr(library, "propagate", False)  # pytest's own handler on the root logger would take it
+    with (tmp_path / "stderr").open("w") as stderr:
+        monkeypatch.setattr("sys.stderr", stderr)
+        yield library
+    assert (warnings.showwarning, logging.lastResort) == (shown, resort)  # as they were
+
+
 def test_python_warnings_and_library_log_records_are_lines_of_the_service_log(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A library's warning (warnings.warn) or a log record no handler takes (logging's last resort: pyzmq's
     # authenticator, asyncio's reports) said on a service's thread was written straight to stderr, in no format the
     # service was asked for.
-    shown, resort = warnings.showwarning, logging.lastResort
-    library = logging.getLogger("a.library")
-    monkeypatch.setattr(library, "propagate", False)  # pytest's own handler on the root logger would take it
-    with (tmp_path / "stderr").open("w") as stderr:
-        monkeypatch.setattr("sys.stderr", stderr)
-        with queued_log("detector", "json") as log:
+    with (_stderr_file_and_library(tmp_path, monkeypatch, "a.library") as library,
+          queued_log("detector", "json") as log):
 
-            def work() -> None:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("always")
-                    warnings.warn("a library's warning", UserWarning, stacklevel=1)
-                library.info("nobody's news")
-                try:
-                    raise OSError("the peer went away")
-                except OSError:
-                    library.exception("could not answer")
+        def work() -> None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")
+                warnings.warn("a library's warning", UserWarning, stacklevel=1)
+            library.info("nobody's news")
+            try:
+                raise OSError("the peer went away")
+            except OSError:
+                library.exception("could not answer")
 
-            thread = threading.Thread(target=work)
-            thread.start()
-            thread.join(10)
-            assert log.close()
-    assert (warnings.showwarning, logging.lastResort) == (shown, resort)  # as they were
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join(10)
+        assert log.close()
     said = [(r["level"], r["message"].split(" (")[0]) for r in _records(tmp_path / "stderr")]
     assert said == [("warning", "UserWarning: a library's warning"), ("error", "a.library: could not answer")]
     error = _records(tmp_path / "stderr")[1]
@@ -232,11 +240,7 @@ def test_two_queued_logs_of_one_process_ended_out_of_order_leave_warnings_as_the
     # Two services of one process (a checker and a detector run side by side, or one test after another), the first
     # started ended first: the second's end put back the first's hooks, and Python's warnings and library records went
     # on being lines of an ended service's log (its name, its format) for the rest of the process.
-    shown, resort = warnings.showwarning, logging.lastResort
-    library = logging.getLogger("another.library")
-    monkeypatch.setattr(library, "propagate", False)  # pytest's own handler on the root logger would take it
-    with (tmp_path / "stderr").open("w") as stderr:
-        monkeypatch.setattr("sys.stderr", stderr)
+    with _stderr_file_and_library(tmp_path, monkeypatch, "another.library") as library:
         checker = contextlib.ExitStack()
         first = checker.enter_context(queued_log("checker", "json"))
         with queued_log("detector", "json") as second:
@@ -247,7 +251,6 @@ def test_two_queued_logs_of_one_process_ended_out_of_order_leave_warnings_as_the
             library.warning("a record while the detector runs")
             assert second.close()
         assert first.close()
-        assert (warnings.showwarning, logging.lastResort) == (shown, resort)  # as they were
     said = [(r["service"], r["message"].split(" (")[0]) for r in _records(tmp_path / "stderr")]
     assert said == [("detector", "UserWarning: said while the detector runs"),
                     ("detector", "another.library: a record while the detector runs")]

@@ -74,6 +74,7 @@ from streaming.extractors import FeatureExtractor
 from streaming.feature_files import (
     annotated_feature_files,
     feature_file_for,
+    feature_files_of,
     is_feature_file,
     load_detector_for_features,
     open_feature_file,
@@ -339,8 +340,8 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
         # neighbour of its name), nor towards a name already listed.
         # Nor for a name with a feature file in --features: spelt as its file, it lacks the annotation ("did you
         # mean 'video_05'?" was said of video_06, the split's test recording the labels had lost).
-        typo = next((n for n in unknown if n not in annotations.videos
-                     and not _has_feature_file(n, config.features)), None)
+        on_disk = feature_files_of(config.features) if config.features else {}
+        typo = next((n for n in unknown if n not in annotations.videos and n not in on_disk), None)
         hint = meant_name(typo, set(known) - set(names), 0) if typo is not None else ""
         raise InputError(f"{where}: {', '.join(unknown)} {what}{hint}")
     # Unchosen, every annotated recording is asked for (with --features: only augmented copies, <video>.aug<k>.npy,
@@ -894,12 +895,6 @@ def result_json(result: EvalResult) -> dict[str, Any]:
         detail = video_detail(run, result.graph) if result.graph is not None else {}
         videos.append(scores_json(score) | {"rule_disagreements": disagreements} | detail)
     return {"settings": result.settings, "videos": videos, "total": scores_json(total(result.scores))}
-
-
-def _has_feature_file(name: str, specs: Sequence[str]) -> bool:
-    """Whether ``--features`` (folders or files) holds ``<name>.npy``."""
-    return any((Path(spec) / f"{name}.npy").is_file() if Path(spec).is_dir() else Path(spec).name == f"{name}.npy"
-               for spec in specs)
 
 
 def _check_unique(names: Sequence[str]) -> None:

@@ -5,14 +5,13 @@ docstring."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 import weakref
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from graphs.common.errors import InputError
-from graphs.common.safe_text import unknown_name
+from graphs.common.safe_text import closest_name, unknown_name
 
 DISTRIBUTION = "mistake-detection"  # the name pip installs the commands under (pyproject.toml's [project] name)
 
@@ -92,8 +91,8 @@ class ArgumentParser(argparse.ArgumentParser):
         first = next((arg.split("=", 1)[0] for arg in extras if arg.startswith("--")), None)
         # Matched without the dashes every option shares, which made --bogus look like --verbose.
         known = [option[2:] for option in self._option_string_actions if option.startswith("--")]
-        close = difflib.get_close_matches(first[2:], known, n=1, cutoff=0.6) if first is not None else []
-        hint = f"; did you mean --{close[0]}?" if close else ""
+        close = closest_name(first[2:], known) if first is not None else None
+        hint = f"; did you mean --{close}?" if close is not None else ""
         return f"unrecognized arguments: {' '.join(extras)}{hint}"
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]

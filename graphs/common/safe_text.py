@@ -135,6 +135,12 @@ def near_name_hint(names: Iterable[str], unmatched: Iterable[str]) -> str:
             f"{'name has' if len(pairs) == 1 else 'names have'} no feature file): name them alike")
 
 
+def closest_name(name: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` a mistyped ``name`` most likely meant (difflib's ratio 0.6 or more), or None."""
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def meant_name(name: str, names: Iterable[str], limit: int = 5) -> str:
     """The end of an error line for ``name``, which is none of ``names``: the closest of them (``; did you mean
     'video_03'?``), else the first ``limit`` (`` (they are: ...)``); "" when there are none, or none is close and
@@ -144,8 +150,8 @@ def meant_name(name: str, names: Iterable[str], limit: int = 5) -> str:
     imported recording", and the name meant had to be looked up in the folder.
     """
     known = sorted(set(names))
-    if close := difflib.get_close_matches(name, known, n=1, cutoff=0.6):
-        return f"; did you mean {printable(close[0])!r}?"
+    if (close := closest_name(name, known)) is not None:
+        return f"; did you mean {printable(close)!r}?"
     return f" (they are: {first_few([printable(n) for n in known], limit)})" if known and limit > 0 else ""
 
 

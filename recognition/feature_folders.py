@@ -47,6 +47,7 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 
+from graphs.annotations import Annotations
 from graphs.common.array_files import REAL_KINDS, npy_shape, read_npy
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import mistaken_file
@@ -877,6 +878,7 @@ def choose_test_videos(
     noun: str = "video",
     unknown: str = "an annotated video of this scenario",
     absent: Callable[[str], str] | None = None,
+    elsewhere: Callable[[str], str | None] | None = None,
 ) -> frozenset[str]:
     """The test split of a run that writes a feature folder (``recognition-features``, and its ``import``): an
     existing folder's (`kept_test_videos`), else the videos ``--test-videos`` names, else a seeded draw of
@@ -892,6 +894,8 @@ def choose_test_videos(
         noun: what the run's videos are called in the errors (``video``, ``recording``).
         unknown: what a name of ``--test-videos`` that is not among ``names`` is not, after "is not".
         absent: as for `kept_test_videos`.
+        elsewhere: what a name of ``--test-videos`` that is not among ``names`` is instead, after "is", when the
+            annotation file holds it under another scenario (`annotated_elsewhere`); None: no such phrase.
 
     Returns:
         Test video names; both splits are non-empty.
@@ -903,6 +907,10 @@ def choose_test_videos(
     if test_videos:
         missing = [v for v in test_videos if v not in names]
         if missing:
+            # A video of another recipe of the same data set is no typo: a near name would point at the wrong one.
+            instead = elsewhere(missing[0]) if elsewhere is not None else None
+            if instead is not None:
+                raise InputError(f"--test-videos: {printable(missing[0])!r} is {instead}")
             raise InputError(f"--test-videos: {printable(missing[0])!r} is not {unknown}"
                              f"{meant_name(missing[0], names)}")
     if stored is not None:
@@ -918,6 +926,26 @@ def choose_test_videos(
     if len(test) == len(names):
         raise InputError(f"{what}: no {noun} would be left for training")
     return test
+
+
+def annotated_elsewhere(annotations: Annotations, scenario: str, noun: str, run: str
+                        ) -> Callable[[str], str | None]:
+    """`choose_test_videos`'s ``elsewhere`` for a run over one scenario of ``annotations``: a name the file annotates
+    under another scenario is said to be that scenario's, with what to name instead.
+
+    Args:
+        annotations: the run's annotation file.
+        scenario: the scenario the run writes.
+        noun: what its videos are called (``video``, ``recording``).
+        run: what the run does to them, after "of the scenario" (``extracted``, ``imported``).
+    """
+    def where(name: str) -> str | None:
+        video = annotations.videos.get(name)
+        if video is None or video.scenario == scenario:
+            return None
+        return (f"a {noun} of scenario {printable(video.scenario)!r} in {annotations.path}, not of "
+                f"{printable(scenario)!r}: name test {noun}s of the scenario {run}")
+    return where
 
 
 def draw_test_videos(names: Sequence[str], fraction: float, seed: int) -> frozenset[str]:

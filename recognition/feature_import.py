@@ -47,6 +47,7 @@ from recognition.feature_folders import (
     SPLIT_FILE,
     TARGETS_DIR,
     SplitFile,
+    annotated_elsewhere,
     check_feature_folder_out,
     check_segments_fit,
     check_test_split_options,
@@ -570,16 +571,9 @@ def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
             return f"are annotated under another scenario than {scenario!r} in {config.annotations}"
         return f"have no feature file in --features {config.features}"
 
-    for name in config.test_videos:
-        # A recording of another recipe of the same data set is no typo: a near name would point at the wrong one.
-        other = annotations.videos.get(name)
-        if name not in names and other is not None and other.scenario != scenario:
-            raise InputError(f"--test-videos: {printable(name)!r} is a recording of scenario "
-                             f"{printable(other.scenario)!r} in {config.annotations}, not of {printable(scenario)!r}: "
-                             "name test recordings of the scenario imported")
     test = choose_test_videos(names, stored, config.test_videos, config.test_fraction, config.seed, config.annotations,
                               "recording", "an imported recording (a feature file of the scenario with an annotation)",
-                              absent)
+                              absent, annotated_elsewhere(annotations, scenario, "recording", "imported"))
     return ImportPlan(scenario, step_ids, step_names, tuple(videos), test)
 
 

@@ -54,6 +54,7 @@ from recognition.feature_folders import (
     MAX_AUGMENT_COPIES,
     SPLIT_FILE,
     SplitFile,
+    annotated_elsewhere,
     check_feature_folder_out,
     check_segments_fit,
     check_test_split_options,
@@ -417,7 +418,8 @@ def plan_extraction(config: FeatureExtractionConfig) -> ExtractionPlan:
                 raise InputError(f"{cut}, and {said} of {annotations.path}: a copy cut short?") from None
         planned.append(PlannedVideo(video.video, path, segments, duration, source_fps))
     test = choose_test_videos([v.name for v in planned], stored, config.test_videos, config.test_fraction, config.seed,
-                              config.annotations)
+                              config.annotations,
+                              elsewhere=annotated_elsewhere(annotations, scenario, "video", "extracted"))
     return ExtractionPlan(scenario, step_ids, step_names, tuple(planned), test,
                           unannotated_videos(videos_dir, annotations.videos))
 

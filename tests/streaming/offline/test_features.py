@@ -10,6 +10,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -310,6 +311,25 @@ def test_a_resumed_folder_keeps_its_split(work: Path, capsys: pytest.CaptureFixt
     assert main(args(work, "--test-videos", "run1")) == 0
     assert json.loads(split.read_text())["train"] == ["run2"]
     assert json.loads(split.read_text())["test"] == ["run1"]
+
+
+def test_a_test_video_of_another_scenario_is_named_as_such_not_as_a_typo(work: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # A video of another recipe of the same data set was answered "is not an annotated video of this scenario; did
+    # you mean 'run1'?": another video, and no word of why (the import said why; extraction now says it the same way).
+    scenario = json.loads((work / "labels.json").read_text())["annotations"]["run0"]["scenario"]
+
+    def move_run0(data: dict[str, Any]) -> None:
+        data["taxonomy"]["tent"] = data["taxonomy"][scenario]
+        data["annotations"]["run0"]["scenario"] = "tent"
+
+    edit_labels(work, move_run0)
+    err = cli_error(main, args(work, "--scenario", scenario, "--test-videos", "run1,run0"), capsys)
+    assert err == (f"error: --test-videos: 'run0' is a video of scenario 'tent' in {work / 'labels.json'}, not of "
+                   f"{scenario!r}: name test videos of the scenario extracted")
+    assert not (work / "features").exists()
+    err = cli_error(main, args(work, "--scenario", scenario, "--test-videos", "run9"), capsys)
+    assert err.startswith("error: --test-videos: 'run9' is not an annotated video of this scenario")
 
 
 def test_a_log_gets_a_line_per_video_and_the_summary_counts_the_augmented_copies(

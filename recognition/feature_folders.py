@@ -48,7 +48,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 
 from graphs.annotations import Annotations
-from graphs.common.array_files import REAL_KINDS, npy_shape, read_npy
+from graphs.common.array_files import FLOAT_KINDS, REAL_KINDS, npy_shape, read_npy
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import mistaken_file
 from graphs.common.files import atomic_path, not_a_folder, read_json, write_text
@@ -152,12 +152,12 @@ class FeatureDataset:
         return int(self.train[0].targets.shape[1])
 
 
-def _load_array(path: Path, video: str, what: str, allow_bool: bool = False) -> np.ndarray:
+def _load_array(path: Path, video: str, what: str, kinds: str = FLOAT_KINDS) -> np.ndarray:
     if not path.exists() and not path.is_symlink():
         raise InputError(f"video {video!r}: {what} file {path} is missing")
     # Real numbers only: complex values would lose their imaginary part in the float32 cast without a word.
     try:
-        array = read_npy(path, what, ndim=2, kinds=REAL_KINDS + ("b" if allow_bool else ""))
+        array = read_npy(path, what, ndim=2, kinds=kinds)
     except InputError as err:
         raise InputError(f"video {video!r}: {err}") from None
     if 0 in array.shape:  # no width either: the model's config refused "input_dim = 0", naming no file
@@ -184,7 +184,7 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
     streams = [_load_array(path, video, what)
                for path, what in zip(paths, ("RGB features", "flow features"), strict=False)]
     target_path = root / TARGETS_DIR / f"{video}.npy"
-    targets = _load_array(target_path, video, "targets", allow_bool=True)
+    targets = _load_array(target_path, video, "targets", REAL_KINDS + "b")
     lengths = {len(s) for s in streams} | {len(targets)}
     if len(lengths) != 1:
         parts = ", ".join(f"{n} {len(a)}" for n, a in zip(("rgb", "flow"), streams, strict=False))

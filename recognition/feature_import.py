@@ -38,7 +38,7 @@ from typing import Final
 import numpy as np
 
 from graphs.annotations import choose_scenario, frames_hint, load_annotations, time_order
-from graphs.common.array_files import npy_header_shape, read_npy
+from graphs.common.array_files import FLOAT_KINDS, npy_header_shape, read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, not_a_file, not_a_folder
 from graphs.common.options import check_fps, check_seed
@@ -66,7 +66,6 @@ from recognition.segment_metrics import TimedSegment
 DEFAULT_NAME: Final = "imported"  # the extractor name a folder of imported features records unless told
 NAME_RULE: Final = "letters, digits, '.', '_' or '-', at most 64 characters, starting with a letter"
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,63}")
-FLOAT_KINDS: Final = "f"  # feature files hold real floating-point numbers
 SHOWN: Final = 5  # names an error or a summary lists; it counts the rest
 
 

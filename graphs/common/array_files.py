@@ -26,6 +26,10 @@ MAX_ARRAY_BYTES: Final = 8 * 2**30  # an hour of 4096-wide float32 features at 3
 MAX_DIMENSIONS: Final = 32  # numpy's own limit on an array's number of dimensions (64 from numpy 2)
 MAX_DIMENSION: Final = 2**62  # one dimension's length: beyond what numpy's indices hold, even of an empty array
 REAL_KINDS: Final = "iuf"  # signed and unsigned integers, floats; "b" (bool) where a caller allows it
+# Features are floats wherever they are read (an import, a folder recognition-train reads, a live feature file): an
+# integer array given as features is more likely labels or frame indices than quantised features, and a folder that
+# trained on one must not hold a detector whose own kind of file stream-detect --features then refuses.
+FLOAT_KINDS: Final = "f"
 
 
 def _archive_kind(handle: IO[bytes]) -> str:

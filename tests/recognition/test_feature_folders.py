@@ -237,6 +237,15 @@ def test_complex_features_are_refused_not_truncated(feature_folder: Path) -> Non
         load_feature_dataset(feature_folder, SYNTH)
 
 
+def test_integer_features_are_refused_as_the_import_and_a_live_feature_file_refuse_them(feature_folder: Path) -> None:
+    # They trained a detector whose own kind of file stream-detect --features then refused ("expected floats").
+    path = feature_folder / "rgb_synth" / "video_01.npy"
+    np.save(path, np.load(path).astype(np.int16))
+    with pytest.raises(InputError, match=r"video 'video_01': .*video_01.npy: the RGB features have dtype int16, "
+                                         r"expected floats \(float16, float32, float64, ...\)$"):
+        load_feature_dataset(feature_folder, SYNTH)
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [

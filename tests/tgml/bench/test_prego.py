@@ -54,8 +54,8 @@ def test_dataset_holds_train_test_and_recognised_sequences(epic: prego.BenchData
         ('{"v1": {"pred": [1], "gt": []}}', "video 'v1': field 'gt' is an empty sequence"),
         ("[]", "expected a non-empty object"),
         # an annotation file given as --sequences: its two fields were read as videos ("video 'annotations'")
-        ('{"taxonomy": {}, "annotations": {}}', r"this looks like an annotation file \(--annotations\), not a "
-                                                 "sequence file"),
+        ('{"taxonomy": {}, "annotations": {}}', r"this looks like an annotation file \(its 'annotations' and "
+                                                 r"'taxonomy' give each video's key-steps\), not a sequence file"),
     ],
 )
 def test_bad_sequence_file_names_video_and_field(tmp_path: Path, content: str, message: str) -> None:
@@ -63,6 +63,15 @@ def test_bad_sequence_file_names_video_and_field(tmp_path: Path, content: str, m
     path.write_text(content)
     with pytest.raises(InputError, match=message):
         prego.load_sequence_file(path, step_ids=range(12))
+
+
+def test_videos_named_as_an_annotation_files_fields_are_read_as_videos(tmp_path: Path) -> None:
+    # The sequence reader's own look for an annotation file refused them before the shared one (which reads a file
+    # of the sequences' shape as sequences first) was asked.
+    path = tmp_path / "seq.json"
+    path.write_text('{"annotations": {"pred": [1, 2]}, "taxonomy": {"pred": [3]}}')
+    assert prego.load_sequence_file(path, step_ids=range(12)) == {"annotations": {"pred": (1, 2)},
+                                                                  "taxonomy": {"pred": (3,)}}
 
 
 def test_user_sequences_replace_the_recogniser_output(data_dir: Path, tmp_path: Path) -> None:

@@ -147,9 +147,6 @@ def load_sequence_file(
     """
     data = read_json(path, "sequence file")
     known = set(int(s) for s in step_ids)
-    if isinstance(data, dict) and "annotations" in data and "taxonomy" in data:  # its fields were read as two videos
-        raise InputError(f'{path}: this looks like an annotation file (--annotations), not a sequence file '
-                         f'{{video: {{"pred": [...], "gt": [...]}}}}')
     # Another project file's top-level fields would be read as videos too: named as the kind it is.
     wrong = mistaken_sequences(data, str(path), 'a sequence file {video: {"pred": [...], "gt": [...]}}')
     if wrong is not None:

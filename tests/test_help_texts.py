@@ -267,11 +267,16 @@ def test_the_usage_lines_name_the_values_as_the_options_below_them(capsys: pytes
      "tgml train: unrecognized arguments: --exclude-video v3; did you mean --exclude-videos? (see tgml train --help)"),
     # A required option mistyped was answered only that it is required, to a user who believed it given.
     (recognition_features, ["import", "--features", "npy", "--annotation", "a.json", "--rate", "1", "--out", "f"],
-     "recognition-features import: unrecognized arguments: --annotation; did you mean --annotations? (the following "
-     "arguments are required: --annotations) (see recognition-features import --help)"),
+     "recognition-features import: unrecognized arguments: --annotation; did you mean --annotations? (see "
+     "recognition-features import --help)"),
     (recognition_train, ["--feature", "f", "--out", "o.pt"],
-     "recognition-train: unrecognized arguments: --feature; did you mean --features? (the following arguments are "
-     "required: --features) (see recognition-train --help)"),
+     "recognition-train: unrecognized arguments: --feature; did you mean --features? (see recognition-train --help)"),
+    # The others missing are said once, after the hint (argparse's list in brackets had named the meant one again).
+    (recognition_features, ["import", "--featurs", "x"],
+     "recognition-features import: unrecognized arguments: --featurs; did you mean --features? Also required: "
+     "--annotations, --rate, --out (see recognition-features import --help)"),
+    (tgml, ["train", "--bogus", "x"],
+     "tgml train: unrecognized arguments: --bogus; also required: --annotations, --out (see tgml train --help)"),
     # Matched without the leading dashes: --bogus is like no option (it had looked like --verbose).
     (stream_detect, ["eval", "--demo", "--bogus"], "stream-detect eval: unrecognized arguments: --bogus (see "
                                                    "stream-detect eval --help)"),

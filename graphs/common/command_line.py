@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 from graphs.common.errors import InputError
 from graphs.common.safe_text import closest_name, unknown_name
 
+REQUIRED = "the following arguments are required: "  # how argparse starts the message of missing required ones
 DISTRIBUTION = "mistake-detection"  # the name pip installs the commands under (pyproject.toml's [project] name)
 
 
@@ -78,21 +79,32 @@ class ArgumentParser(argparse.ArgumentParser):
         option it is, with the one meant: argparse says only that ``--annotations`` is required, to a user who
         believes it given.
         """
-        if message.startswith("the following arguments are required") and not self._subparsers:
+        if message.startswith(REQUIRED) and not self._subparsers:
             options = self._parsing[:self._parsing.index("--")] if "--" in self._parsing else self._parsing
             unknown = [arg for arg in options if arg.startswith("--")
                        and arg.split("=", 1)[0] not in self._option_string_actions]
             if unknown:
-                message = f"{self.unknown_options(unknown)} ({message})"
+                # The option meant is missing only because it was mistyped: the hint names it, the rest are said
+                # once (argparse's own list in brackets beside the hint named it twice).
+                meant = self.meant_option(unknown)
+                rest = [name for name in message.removeprefix(REQUIRED).split(", ") if name != meant]
+                message = self.unknown_options(unknown)
+                if rest:
+                    message += f"{' A' if message.endswith('?') else '; a'}lso required: {', '.join(rest)}"
         raise InputError(f"{self.prog}: {message} (see {self.prog} --help)")
 
-    def unknown_options(self, extras: Sequence[str]) -> str:
-        """``unrecognized arguments: ...``, ending with the option the first unknown one most likely meant."""
+    def meant_option(self, extras: Sequence[str]) -> str | None:
+        """The option (``--annotations``) the first unknown one of ``extras`` most likely meant, or None."""
         first = next((arg.split("=", 1)[0] for arg in extras if arg.startswith("--")), None)
         # Matched without the dashes every option shares, which made --bogus look like --verbose.
         known = [option[2:] for option in self._option_string_actions if option.startswith("--")]
         close = closest_name(first[2:], known) if first is not None else None
-        hint = f"; did you mean --{close}?" if close is not None else ""
+        return f"--{close}" if close is not None else None
+
+    def unknown_options(self, extras: Sequence[str]) -> str:
+        """``unrecognized arguments: ...``, ending with the option the first unknown one most likely meant."""
+        meant = self.meant_option(extras)
+        hint = f"; did you mean {meant}?" if meant is not None else ""
         return f"unrecognized arguments: {' '.join(extras)}{hint}"
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]

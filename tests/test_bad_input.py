@@ -564,8 +564,7 @@ FEATURE_ARRAYS: dict[str, tuple[Callable[[Path], object], str]] = {
         "video_00.npy: an .npy header of 20086 bytes, more than the 10000 read"),
     "cut-short": (lambda r: _features_file(r).write_bytes(_features_file(r).read_bytes()[:-100]), "cut short"),
     "pickled-objects": (lambda r: np.save(_features_file(r), np.array([[{"a": 1}]] * 40, dtype=object)),
-                        "have dtype object, expected floats (float16, float32, float64, ...), integers or unsigned "
-                        "integers"),
+                        "have dtype object, expected floats (float16, float32, float64, ...)"),
     "not-npy": (lambda r: _features_file(r).write_text("features"), "not a NumPy .npy file"),
     "a-folder": (lambda r: _folder_in_place(_features_file(r)), "is a folder"),
     # A row marking background and a key-step was split evenly between them: half a frame of each, silently.

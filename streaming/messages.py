@@ -471,9 +471,10 @@ class Retraction(Message):
         step: the step the early alert named.
         step_name: its name in the task graph.
         index: the position in the history the alert was raised for.
-        confirmed: the step confirmed at that position: another step, or ``step`` itself when its pre-conditions now
-            look done (None: none; the announcement was withdrawn, the session ended, the stream started over or was
-            forgotten while lost, or a step outside the graph).
+        confirmed: the step confirmed at that position: another step, or ``step`` itself when, with the whole segment
+            seen, it is no longer likely a mistake: its own detection doubted, or its pre-conditions seen done (None:
+            none; the announcement was withdrawn, the session ended, the stream started over or was forgotten while
+            lost, or a step outside the graph).
         confirmed_name: its name in the task graph (None with ``confirmed``).
     """
 

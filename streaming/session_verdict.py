@@ -188,9 +188,9 @@ def retraction_reason(retraction: Retraction, named: bool = True) -> str:
     """Why an early alert was withdrawn, from what was confirmed at its position, and that it no longer holds.
 
     Three cases (`streaming.checker.core`, docs/wire-format.md's ``confirmed``): another step was confirmed there; the
-    same step was confirmed, but with the whole step seen the checker no longer finds a pre-condition skipped (its
-    evidence came in during the step); or no step of the graph was confirmed there (withdrawn, the session ended, the
-    stream started over or was forgotten while lost).
+    same step was confirmed, but with the whole step seen the checker no longer finds it a mistake (the step's own
+    detection doubted, or a pre-condition's evidence came in during the step); or no step of the graph was confirmed
+    there (withdrawn, the session ended, the stream started over or was forgotten while lost).
 
     Args:
         retraction: the retraction.
@@ -206,7 +206,11 @@ def retraction_reason(retraction: Retraction, named: bool = True) -> str:
         what = (f"{step} was not confirmed there (its announcement was withdrawn, the session ended or its stream "
                 "started over first, or a step outside the task graph came instead)")
     elif retraction.confirmed == retraction.step:
-        what = f"{step} was confirmed, but with the whole step seen its pre-conditions look done"
+        # The probabilistic checker weighs two factors (docs/method.md, formula 2): saying only "its pre-conditions look
+        # done" was false where the step's own detection lost weight (CaptainCook4D 17_45: a pre-condition 0.995
+        # skipped, the step 0.49 real); the message does not carry which factor fell, so both are named.
+        what = (f"{step} was confirmed, but with the whole step seen a mistake is no longer likely enough (its own "
+                "detection doubted, or its pre-conditions seen done)")
     else:
         what = f"{retraction.confirmed_name} was confirmed there" + (f", not {step}" if named else " instead")
     return f"{what}: the alert no longer holds"

@@ -387,10 +387,31 @@ def is_npy_name(path: Path) -> bool:
 def feature_file_fault(path: str | Path, label: str) -> InputError | None:
     """The error of a ``--features`` source that is no file at all (missing, a folder, a FIFO), checked by the path
     alone: the live command says it before any model loads. None when it is a file (its content is read later)."""
-    why = not_a_file(Path(path))
+    source = Path(path)
+    why = not_a_file(source)
     if why is None:
         return None
-    return InputError(f"{label}: {'file ' if why == 'not found' else ''}{why}, expected a .npy feature file")
+    return InputError(f"{label}: {'file ' if why == 'not found' else ''}{why}, expected a .npy feature file"
+                      + _what_to_give(source, why))
+
+
+def _what_to_give(source: Path, why: str) -> str:
+    """The tail of `feature_file_fault`'s line that says what to give instead: a newcomer gave a recording's name
+    without its suffix (``features/17_49``), or the folder `stream-detect eval --features` takes, and the line said
+    only what was wrong."""
+    if why == "not found":
+        named = source.with_name(source.name + ".npy")
+        return f"; did you mean {printable(named)!r}?" if not is_npy_name(source) and named.is_file() else ""
+    if why != "a folder":
+        return ""
+    try:
+        files = sorted(p.name for p in source.iterdir() if is_npy_name(p))
+    except OSError:  # unreadable: the line still says it is a folder
+        return ""
+    if not files:
+        return ""
+    return (f" (it holds {count_of(len(files), 'feature file')}: give one, as {printable(source / files[0])}; "
+            "stream-detect eval --features reads a whole folder)")
 
 
 def unread_entries(folder: str | Path) -> list[str]:

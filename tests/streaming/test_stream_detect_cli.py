@@ -450,6 +450,31 @@ def test_a_video_that_is_a_link_loop_is_said_to_be_one(tmp_path: Path, capsys: p
     assert cli_error(main, argv, capsys) == f"error: --video {loop}: a link loop, expected a video file"
 
 
+def test_a_feature_source_given_without_its_suffix_or_as_its_folder_says_what_to_give(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A newcomer watching a CaptainCook4D recording typed features/17_49, then the folder eval had taken: both lines
+    # said only what was wrong ("file not found", "a folder").
+    folder = tmp_path / "features"
+    folder.mkdir()
+    for name in ("17_49", "17_45"):
+        np.save(folder / f"{name}.npy", np.zeros((4, 8), dtype=np.float16))
+    argv = ["--graph", str(GRAPH), "--detector", str(DETECTOR), "--fast", "--jsonl"]
+    bare = folder / "17_49"
+    assert cli_error(main, ["--features", str(bare), *argv], capsys) == (
+        f"error: --features {bare}: file not found, expected a .npy feature file; did you mean '{bare}.npy'?")
+    assert cli_error(main, ["--features", str(folder), *argv], capsys) == (
+        f"error: --features {folder}: a folder, expected a .npy feature file (it holds 2 feature files: give one, as "
+        f"{folder / '17_45.npy'}; stream-detect eval --features reads a whole folder)")
+    # A name with no such file beside it gets no guess, and an empty folder no count.
+    (folder / "17_45.npy").unlink()
+    (folder / "17_49.npy").unlink()
+    assert cli_error(main, ["--features", str(bare), *argv], capsys) == (
+        f"error: --features {bare}: file not found, expected a .npy feature file")
+    assert cli_error(main, ["--features", str(folder), *argv], capsys) == (
+        f"error: --features {folder}: a folder, expected a .npy feature file")
+
+
 def test_bad_stream_id(capsys: pytest.CaptureFixture[str]) -> None:
     line = cli_error(main, ["--video", "demo", "--stream-id", "no spaces allowed", "--jsonl"], capsys)
     assert "stream" in line

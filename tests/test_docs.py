@@ -8,6 +8,7 @@ accept their options. The README stays a front door: at most 250 lines.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
 import importlib.util
@@ -161,6 +162,55 @@ def test_every_documented_command_line_runs_with_its_options() -> None:
                 problems.append(f"{page}: `{line}`: {where} has no option {option}")
     assert problems == []
 
+
+def _parser_of(words: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
+    """The parser a documented command line goes through, and the arguments it is given (the sub-commands that
+    parse with a parser of their own, `prego-bench replay`, `recognition-features import`, taken off)."""
+    from recognition.recognition_train_cli import build_parser as train_parser
+    from streaming.offline.features_cli import build_import_parser
+    from streaming.offline.features_cli import build_parser as features_parser
+    from streaming.stream_detect_cli import build_parser as stream_parser
+    from tgml.bench import prego_bench_cli, prego_checker_cli, prego_replay_cli
+    from tgml.tgml_cli import _parser as tgml_parser
+
+    command, rest = words[0], words[1:]
+    if command == "stream-detect":
+        return stream_parser(), rest if rest and not rest[0].startswith("-") else ["run", *rest]
+    if command == "recognition-features" and rest[:1] == ["import"]:
+        return build_import_parser(), rest[1:]
+    prego_subs = {"prepare": prego_bench_cli.prepare_parser, "select": prego_bench_cli.select_parser,
+                  "select-checker": prego_checker_cli.build_parser, "replay": prego_replay_cli.build_parser}
+    if command == "prego-bench" and rest[:1] and rest[0] in prego_subs:
+        return prego_subs[rest[0]](), rest[1:]
+    tops: dict[str, Callable[[], argparse.ArgumentParser]] = {
+        "stream-detect": stream_parser, "recognition-features": features_parser, "recognition-train": train_parser,
+        "tgml": tgml_parser, "prego-bench": prego_bench_cli.bench_parser}
+    return tops[command](), rest
+
+
+def test_every_documented_command_line_gives_its_options_values_they_take() -> None:
+    # The option check above passes `--checker binarry` or `--reader ffmpeg`: the option exists, its value does not.
+    # Each line is parsed as its command parses it. Not held against it: the required options a short inline example
+    # leaves out (`recognition-train --plot curve.png`), an option named in prose without its value (`tgml train
+    # --out`), an elision (`prego-bench replay ...`), a redirection, and template lines (`--seeds N`).
+    from graphs.common.errors import InputError
+
+    excused = re.compile(r"arguments are required|is required|expected (at least )?one argument")
+    problems = []
+    for page, line, words in _commands_in_docs():
+        if words[0] == "python" or any(re.fullmatch(r"[A-Z][A-Z_]*", word) for word in words):
+            continue
+        shown = words[:words.index(">")] if ">" in words else words
+        parser, argv = _parser_of([word for word in shown if word != "..."])
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                parser.parse_args(argv)
+        except SystemExit:  # `--help`, `--version`: what they print is checked above
+            continue
+        except InputError as err:
+            if not excused.search(str(err)):
+                problems.append(f"{page}: `{line}`: {err}")
+    assert problems == []
 
 def test_every_option_named_in_the_docs_exists() -> None:
     known = set(OPTION.findall(_all_help())) | FOREIGN_OPTIONS

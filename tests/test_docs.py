@@ -364,3 +364,16 @@ def test_the_architecture_page_names_every_module_of_each_package() -> None:
         and not (module.name == "commands.py" and entry_points in text)
     ]
     assert problems == []
+
+
+def test_where_the_live_code_lives_names_every_module_of_its_folders() -> None:
+    # live-pipeline.md lists the checker's modules one by one, and `changes.py` (the log lines of streams appearing,
+    # ending, lost and freed) was missing from it, though architecture.md named it.
+    text = (ROOT / "docs" / "live-pipeline.md").read_text().split("## Where the code lives", 1)[1]
+    problems = [
+        f"streaming/{folder}/{module.name}"
+        for folder in ("checker", "detector", "view", "offline")
+        for module in sorted((ROOT / "streaming" / folder).glob("*.py"))
+        if module.name != "__init__.py" and f"`{module.name}`" not in text
+    ]
+    assert problems == []

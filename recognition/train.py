@@ -1039,6 +1039,13 @@ def stopped_when(outcome: TrainOutcome, config: DetectorTrainConfig, during: str
     return f"{when}{beside}"
 
 
+def report_console() -> Console:
+    """The console for the results tables: a terminal keeps its own width, but a log or pipe gets rich's
+    80 columns, which would wrap each table row over several lines and make the log unreadable."""
+    terminal = Console()
+    return terminal if terminal.is_terminal else Console(width=200)
+
+
 def run_training(
     features: str | Path,
     config_path: str | Path | None,
@@ -1111,7 +1118,7 @@ def run_training(
     if stopped.stop is not None:  # the kept epoch is the best of those trained, not of config.epochs
         info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs, "during": stopped.during}
     saved_whole = save_trained_detector(target, outcome, data, info, evidence, stopped)
-    print_training_report(console or Console(), outcome, data, plot, confirmation, evidence, target)
+    print_training_report(console or report_console(), outcome, data, plot, confirmation, evidence, target)
     if stopped.stop is not None:  # said before the interrupt's own line, which ends the output
         print(printable(f"recognition-train: stopped {stopped_when(outcome, config, stopped.during, target, out)}"),
               file=sys.stderr)

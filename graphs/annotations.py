@@ -355,8 +355,9 @@ def timing_warning(annotations: Annotations, scenario: str | None = None, learns
         count = len(annotations.unordered_names)
         parts.append(f"{count_of(count, 'video')} list{'s' if count == 1 else ''} segments out of "
                      f"start-time order ({first_few(list(annotations.unordered_names), 3)}): the graph learners read "
-                     "the file order, the commands that need times the time order; sort the segments by start_time "
-                     "if that is the order the steps were done in")
+                     "the file order, the commands that need times the time order; accepted as they are, the file "
+                     "needs no edit (to learn from the time order, give --annotations a copy with each video's "
+                     "segments sorted by start_time)")
     if annotations.never_done and learns_graph:
         one = annotations.never_done == 1
         parts.append(f"{annotations.never_done} segment{'' if one else 's'} with start_time = end_time < 0 (a step "

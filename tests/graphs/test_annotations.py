@@ -181,8 +181,8 @@ def test_segments_listed_out_of_time_order_are_said_once(tmp_path: Path, capsys:
     assert ann.videos["v1"].steps == (1, 2) and ann.unordered_names == ("v1",)
     assert capsys.readouterr().err.splitlines() == [
         f"warning: {path}: 1 video lists segments out of start-time order (v1): the graph learners read the file "
-        "order, the commands that need times the time order; sort the segments by start_time if that is the order "
-        "the steps were done in"]
+        "order, the commands that need times the time order; accepted as they are, the file needs no edit (to learn "
+        "from the time order, give --annotations a copy with each video's segments sorted by start_time)"]
     load_annotations(_timed_file(tmp_path, [(0.0, 4.0), (-1.0, -1.0), (5.0, 6.0)]))  # a step never done has no time
     assert "start-time order" not in capsys.readouterr().err
 

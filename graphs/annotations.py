@@ -50,9 +50,29 @@ from graphs.annotation_csv import (
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import GRAPH_FORMAT, is_captaincook_graph, mistaken_file
 from graphs.common.files import read_json
-from graphs.common.safe_text import count_of, first_few, meant_name, printable, unknown_name
+from graphs.common.safe_text import count_of, first_few, printable, unknown_name
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id, name_fault
+
+
+def typo_of(name: str, names: set[str]) -> str | None:
+    """The one of ``names`` that ``name`` is a slip of the keyboard for: the same but for case or separator
+    (``17-3`` for ``17_3``), else one character doubled or dropped (``21_113``, ``21_3`` for ``21_13``); None when
+    none is. A near spelling is no evidence: ids differ by one digit (17_19 and 17_49 are two recordings)."""
+    def key(text: str) -> str:
+        return re.sub(r"[\s_\-.:]+", "_", text.lower())
+
+    same = sorted(n for n in names if key(n) == key(name))
+    if same:
+        return same[0]
+    slips = sorted(n for n in names if abs(len(n) - len(name)) == 1 and _one_dropped(max(n, name, key=len),
+                                                                                  min(n, name, key=len)))
+    return slips[0] if len(slips) == 1 else None
+
+
+def _one_dropped(longer: str, shorter: str) -> bool:
+    """Whether ``shorter`` is ``longer`` without one of its characters."""
+    return any(longer[:k] + longer[k + 1:] == shorter for k in range(len(longer)))
 
 
 @dataclass(frozen=True)
@@ -208,13 +228,18 @@ class Annotations:
             hint = (f"of the names given, {first_few(known, 5)} {'is one' if len(known) == 1 else 'are'}: give only "
                     "those" if known else f"none of the names given is, so the graph cannot hold them: leave "
                     f"--exclude-videos out, unless a name is mistyped; its executions: {first_few(sorted(names), 5)}")
-            # The closest execution to the first unknown name that may be a typo (21_3 for 21_13). Not for a video of
-            # another scenario (spelt right), nor towards a name given already: with a features folder's test
-            # recordings partly in the file (21_12 and 21_13 given, 21_13 in it), "did you mean '21_13'?" was said.
+            # The execution a name that may be a typo was meant as (21_3 for 21_13). Not for a video of another
+            # scenario (spelt right: said to be that scenario's), nor towards a name given already (21_12 and 21_13
+            # given, 21_13 in it, got "did you mean '21_13'?"), nor a mere near spelling: CaptainCook4D's
+            # recordings with errors are not in its graph-generation file, and 17_49 got "did you mean '17_19'?".
+            elsewhere = [name for name in unknown if name in self.videos]
             typo = next((name for name in unknown if name not in self.videos), None)
-            meant = meant_name(typo, names - set(videos.exclude), 0) if typo is not None else ""
+            meant = typo_of(typo, names - set(videos.exclude)) if typo is not None else None
+            said = "".join(f"; {printable(name)} is a video of scenario {printable(self.videos[name].scenario)!r}"
+                           for name in elsewhere[:3])
+            said += f"; did you mean {printable(meant)!r}?" if meant is not None else ""
             raise InputError(f"--exclude-videos: {', '.join(unknown)} not an execution of {scenario!r} in {self.path} "
-                             f"({hint}){meant}")
+                             f"({hint}){said}")
         excluded = tuple(v.video for v in executions if v.video in videos.exclude)
         mistakes = tuple(v.video for v in executions
                          if v.video not in videos.exclude and any(v.has_errors) and not videos.include_mistakes)

@@ -189,3 +189,21 @@ def test_a_misspelt_sub_command_is_refused_with_the_one_meant(
     # prego-bench took it for the benchmark's and said "unrecognized arguments: replya"; stream-detect listed its
     # nine sub-commands for the one meant to be found there.
     assert cli_error(command, argv, capsys).endswith(expected)
+
+
+def test_tgml_train_hints_only_a_slip_and_names_the_scenario_of_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # CaptainCook4D's recording 17_49 (not in the graph-generation file) got "did you mean '17_19'?": a near spelling
+    # of a recording id is another recording, not a typo. A slip of the keyboard still gets its hint.
+    raw = {"annotations": {name: {"scenario": scenario, "recording_id": name, "segments": [{"step_id": 1}]}
+                           for name, scenario in [("17_19", "raita"), ("17_3", "raita"), ("16_26", "eggs")]},
+           "taxonomy": {"raita": {"1": {"name": "whisk", "id": 1}}, "eggs": {"1": {"name": "crack", "id": 1}}}}
+    path = tmp_path / "raita.json"
+    path.write_text(json.dumps(raw))
+    train = ["train", "--annotations", str(path), "--scenario", "raita", "--out", str(tmp_path / "g.json")]
+    assert "did you mean" not in cli_error(tgml, [*train, "--exclude-videos", "17_49"], capsys)
+    assert cli_error(tgml, [*train, "--exclude-videos", "16_26"], capsys).endswith(
+        "; 16_26 is a video of scenario 'eggs'")
+    assert cli_error(tgml, [*train, "--exclude-videos", "17-3"], capsys).endswith("; did you mean '17_3'?")
+    assert cli_error(tgml, [*train, "--exclude-videos", "17_33"], capsys).endswith("; did you mean '17_3'?")

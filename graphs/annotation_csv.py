@@ -282,6 +282,13 @@ def _one_typo_apart(a: str, b: str) -> bool:
         if len(diff) == 1:
             return not (a[diff[0]].isdigit() and b[diff[0]].isdigit())
         return len(diff) == 2 and diff[1] == diff[0] + 1 and (a[diff[0]], a[diff[1]]) == (b[diff[1]], b[diff[0]])
+    return one_left_out(a, b)
+
+
+def one_left_out(a: str, b: str) -> bool:
+    """Whether one of the two names is the other with one character left out (``21_3``, ``21_13``)."""
+    if abs(len(a) - len(b)) != 1:
+        return False
     short, long = (a, b) if len(a) < len(b) else (b, a)
     k = next((k for k in range(len(short)) if short[k] != long[k]), len(short))
     return short[k:] == long[k + 1:]

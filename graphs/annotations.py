@@ -42,6 +42,7 @@ from graphs.annotation_csv import (
     DEFAULT_SCENARIO,
     is_table,
     looks_like_table,
+    one_left_out,
     parse_time,
     read_annotation_table,
     step_spelling_warning,
@@ -65,14 +66,8 @@ def typo_of(name: str, names: set[str]) -> str | None:
     same = sorted(n for n in names if key(n) == key(name))
     if same:
         return same[0]
-    slips = sorted(n for n in names if abs(len(n) - len(name)) == 1 and _one_dropped(max(n, name, key=len),
-                                                                                  min(n, name, key=len)))
+    slips = sorted(n for n in names if one_left_out(n, name))
     return slips[0] if len(slips) == 1 else None
-
-
-def _one_dropped(longer: str, shorter: str) -> bool:
-    """Whether ``shorter`` is ``longer`` without one of its characters."""
-    return any(longer[:k] + longer[k + 1:] == shorter for k in range(len(longer)))
 
 
 @dataclass(frozen=True)

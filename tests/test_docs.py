@@ -212,6 +212,7 @@ def test_every_documented_command_line_gives_its_options_values_they_take() -> N
                 problems.append(f"{page}: `{line}`: {err}")
     assert problems == []
 
+
 def test_every_option_named_in_the_docs_exists() -> None:
     known = set(OPTION.findall(_all_help())) | FOREIGN_OPTIONS
     problems = [

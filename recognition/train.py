@@ -45,6 +45,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
+from graphs.common.consoles import table_console
 from graphs.common.errors import InputError, print_warning
 from graphs.common.file_kinds import ZIP_MAGIC
 from graphs.common.files import check_output, not_a_folder, output_start, read_json
@@ -1039,13 +1040,6 @@ def stopped_when(outcome: TrainOutcome, config: DetectorTrainConfig, during: str
     return f"{when}{beside}"
 
 
-def report_console() -> Console:
-    """The console for the results tables: a terminal keeps its own width, but a log or pipe gets rich's
-    80 columns, which would wrap each table row over several lines and make the log unreadable."""
-    terminal = Console()
-    return terminal if terminal.is_terminal else Console(width=200)
-
-
 def run_training(
     features: str | Path,
     config_path: str | Path | None,
@@ -1118,7 +1112,7 @@ def run_training(
     if stopped.stop is not None:  # the kept epoch is the best of those trained, not of config.epochs
         info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs, "during": stopped.during}
     saved_whole = save_trained_detector(target, outcome, data, info, evidence, stopped)
-    print_training_report(console or report_console(), outcome, data, plot, confirmation, evidence, target)
+    print_training_report(console or table_console(), outcome, data, plot, confirmation, evidence, target)
     if stopped.stop is not None:  # said before the interrupt's own line, which ends the output
         print(printable(f"recognition-train: stopped {stopped_when(outcome, config, stopped.during, target, out)}"),
               file=sys.stderr)

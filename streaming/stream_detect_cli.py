@@ -908,6 +908,7 @@ def _untold_summaries(log: ServiceLog, streams: Sequence[DetectorStream], told: 
 def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from graphs.common.consoles import table_console
     from streaming.offline.eval_run import EvalConfig, evaluate
     from streaming.offline.eval_scores import (
         eval_lines,
@@ -932,8 +933,7 @@ def _eval(args: argparse.Namespace) -> int:
     table, console = eval_table(result.scores, title), Console()
     width = console.measure(table, options=console.options.update_width(10_000)).maximum
     if not console.is_terminal:  # logs and pipes keep the whole table
-        Console(width=160).print(table)
-        width = min(width, 160)
+        table_console(console).print(table)
     elif width <= console.width:
         console.print(table)
     else:  # squeezed, rich would cut the figures to "1…": lines keep every figure whole

@@ -493,8 +493,6 @@ def _eval(args: argparse.Namespace, console: Console) -> None:
 
 def _bench_captaincook(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-captaincook``: learn the 24 procedures' graphs with each method and print the tables."""
-    from rich.console import Console
-
     from graphs.common.files import check_output, write_text
     from tgml.bench.captaincook import DEFAULT_CONFIG, captaincook_table
     from tgml.bench.captaincook_methods import MethodSettings, check_methods, methods_table, run_methods
@@ -521,8 +519,8 @@ def _bench_captaincook(args: argparse.Namespace, console: Console) -> None:
                               progress=not args.quiet, ensemble=args.ensemble, settings=settings)
     if len(args.method) == 1:
         console.print(captaincook_table(methods_run.results[args.method[0]]))
-    else:  # logs and pipes: keep the whole table
-        (console if console.is_terminal else Console(width=150)).print(methods_table(methods_run))
+    else:
+        console.print(methods_table(methods_run))
     print(f"bench-captaincook: {methods_run.seconds:.1f} s")
     if args.json:
         write_text(args.json, json.dumps(methods_run.to_dict(), indent=2) + "\n", "results file")
@@ -531,8 +529,6 @@ def _bench_captaincook(args: argparse.Namespace, console: Console) -> None:
 
 def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-mistakes``: learn, replay, print the tables and the notes on the data."""
-    from rich.console import Console
-
     from graphs.common.files import check_output, write_text
     from tgml.bench.data_folder import captaincook_folder, data_folder
     from tgml.bench.mistake_bench import METHODS, MistakeBenchConfig, data_notes, mistake_tables, run_mistake_bench
@@ -558,9 +554,8 @@ def _bench_mistakes(args: argparse.Namespace, console: Console) -> None:
     config = MistakeBenchConfig(data, methods, seeds,
                                 tuple(_names(args.rules)), tuple(_names(args.procedures)), args.workers)
     result = run_mistake_bench(config, progress=not args.quiet)
-    wide = console if console.is_terminal else Console(width=190)  # logs and pipes: keep the whole table
     for table in mistake_tables(result):
-        wide.print(table)
+        console.print(table)
     for note in data_notes(result):
         print(note)
     print(f"bench-mistakes: {result.seconds:.1f} s")
@@ -618,8 +613,6 @@ def _bench_queries(args: argparse.Namespace, console: Console) -> None:
 
 def _bench_synthetic(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-synthetic``: edge F1 of the learners on random procedures."""
-    from rich.console import Console
-
     from graphs.common.files import check_output, write_text
     from tgml.bench.synthetic_procedures import SyntheticConfig, run_synthetic, summary_table, synthetic_table
 
@@ -631,9 +624,8 @@ def _bench_synthetic(args: argparse.Namespace, console: Console) -> None:
         _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,
         learners=_listed(args.learners, str, "--learners"), workers=args.workers)
     synthetic = run_synthetic(config, progress=not args.quiet)
-    wide = console if console.is_terminal else Console(width=150)  # logs and pipes: keep the whole table
-    wide.print(synthetic_table(synthetic))
-    wide.print(summary_table(synthetic))
+    console.print(synthetic_table(synthetic))
+    console.print(summary_table(synthetic))
     if args.json:
         write_text(args.json, json.dumps(synthetic.to_dict(), indent=2) + "\n", "results file")
         print(f"wrote {args.json}")
@@ -641,8 +633,6 @@ def _bench_synthetic(args: argparse.Namespace, console: Console) -> None:
 
 def _bench_live(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-live``: train, run live and score every fold; print the tables (`tgml.bench.live.bench`)."""
-    from rich.console import Console
-
     from graphs.common.files import write_text
     from tgml.bench.error_annotations import unmatched_line, unmatched_steps, untimely_line, untimely_steps
     from tgml.bench.live.bench import live_tables, run_live_bench
@@ -669,11 +659,10 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
             unsaved = err
     if args.save_graphs:
         _save_live_graphs(result, Path(args.save_graphs))
-    wide = console if console.is_terminal else Console(width=200)  # logs and pipes: keep the whole table
     for table in live_tables(result):
-        wide.print(table)
+        console.print(table)
     if args.ceiling:
-        wide.print(ceiling_table(result, ceilings))
+        console.print(ceiling_table(result, ceilings))
     print(f"bench-live: {result.seconds:.0f} s")
     note_in_sample(result.validation, result.config.folds, result.config.detector.train.val_fraction)
     if unsaved is not None:
@@ -816,9 +805,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     asked = next((word for word in argv if not word.startswith("-")), "")
     args = _parser([asked]).parse_args(argv)
-    from rich.console import Console
+    from graphs.common.consoles import table_console
 
-    console = Console()  # tables only: result lines are plain print()s, never wrapped or read as rich markup
+    # Tables only: result lines are plain print()s, never wrapped or read as rich markup.
+    console = table_console()
     RUNS[args.command](args, console)
     return 0
 

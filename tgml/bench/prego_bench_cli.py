@@ -50,8 +50,6 @@ from tgml.learners.do.config import ENSEMBLE_SIZE, THRESHOLD_SCALE
 from tgml.learners.noisy_and_do.combination import COMBINED_THRESHOLD, RULES
 from tgml.learners.registry import DEFAULT_LEARNER, LEARNERS
 
-# The width of the tables in a log or a pipe: the result tables and a six-rate noise ablation whole.
-LOG_WIDTH: Final = 200
 PAPER_METHODS = ("do", "count-based")  # the paper's PREGO table: Direct Optimization and the Count-Based baseline
 # The benchmark settings each option fills, so that a refusal names the option (`graphs.common.errors.FieldError`).
 CONFIG_OPTIONS: Final = {"datasets": "--dataset", "modes": "--mode", "methods": "--method", "sequences": "--sequences",
@@ -304,16 +302,16 @@ def _print_selection(
     best: dict | None = None,
 ) -> int:
     """Print the cross-validation table, the best candidate (default: the first row) and the time taken."""
-    from rich.console import Console
     from rich.table import Table
+
+    from graphs.common.consoles import table_console
 
     table = Table(title=title)
     for header in headers:
         table.add_column(header, justify="right")
     for row in rows:
         table.add_row(*(_cell(k, row[k]) for k in keys))
-    console = Console() if Console().is_terminal else Console(width=130)
-    console.print(table)
+    table_console().print(table)
     best = best or rows[0]
     print("best: " + ", ".join(f"{k} = {_cell(k, best[k])}" for k in keys[: keys.index("clean")]))
     print(f"finished in {time.perf_counter() - started:.1f} s")
@@ -399,7 +397,7 @@ def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
 
 
 def _bench(argv: list[str]) -> int:
-    from rich.console import Console
+    from graphs.common.consoles import table_console
 
     started = time.perf_counter()
     args = bench_parser().parse_args(argv)
@@ -460,9 +458,7 @@ def _bench(argv: list[str]) -> int:
     except FieldError as err:  # said with the option the user typed, not the field it filled
         given = [o for o in CONFIG_OPTIONS.values() if getattr(args, o[2:].replace("-", "_")) not in (None, ())]
         raise err.as_option(CONFIG_OPTIONS, given) from None
-    console = Console()
-    if not console.is_terminal:  # logs and pipes: full tables (a terminal gets them fitted to its width)
-        console = Console(width=LOG_WIDTH)
+    console = table_console()
     result = prego.run_benchmark(config, progress=not args.quiet)
     for table in prego.result_tables(result) + prego.perturbation_tables(result):
         console.print(table)

@@ -76,8 +76,9 @@ def _cell(key: str, value: object) -> str:
 
 
 def _print_rows(title: str, rows: list[dict[str, Any]], limit: int = 12) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from graphs.common.consoles import table_console
 
     table = Table(title=title)
     keys = list(rows[0])
@@ -87,8 +88,7 @@ def _print_rows(title: str, rows: list[dict[str, Any]], limit: int = 12) -> None
     shown = rows[:limit] + [r for r in binary if r not in rows[:limit]]
     for row in shown:
         table.add_row(*(_cell(key, value) for key, value in row.items()))
-    console = Console() if Console().is_terminal else Console(width=160)
-    console.print(table)
+    table_console().print(table)
 
 
 @exit_on_input_error

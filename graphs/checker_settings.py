@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from graphs.checker import NO_EVIDENCE, PreconditionChecker, StepEvidence, StepVerdict
 from graphs.common.errors import InputError
@@ -93,6 +93,11 @@ class CheckerSettings:
         """A fresh checker of this kind for one stream (built by its entry of `CHECKERS`)."""
         return self.entry.build(graph, self)
 
+    def in_effect(self) -> dict[str, Any]:
+        """The settings this kind of checker reads, for a results file: the binary checker's JSON showed a threshold,
+        a prior and ``one_alert_per_omission: true`` that it never reads (it alerts each recognition of a step)."""
+        return {"kind": self.kind, **{name: getattr(self, name) for name in self.entry.reads}}
+
 
 @dataclass(frozen=True)
 class CheckerEntry:
@@ -107,6 +112,7 @@ class CheckerEntry:
             detector without them is refused unless ``--default-rates`` (`streaming.detector.loading`).
         why_not_other_rules: the end of the error line refusing another rule, after "the NAME checker ".
         needs: the optional extra it needs beyond the core install, or "".
+        reads: the fields of `CheckerSettings` its builder reads (`CheckerSettings.in_effect`).
     """
 
     name: str
@@ -116,6 +122,7 @@ class CheckerEntry:
     weighs_evidence: bool = False
     why_not_other_rules: str = "applies the pre-condition rule only"
     needs: str = ""
+    reads: tuple[str, ...] = ("order_rule",)
 
     def load(self) -> Callable[[TaskGraph, CheckerSettings], StepChecker]:
         """Its builder (its module imported now)."""
@@ -143,7 +150,8 @@ _ENTRIES: Final = (
     CheckerEntry("probabilistic", "graphs.checker_settings:probabilistic_checker",
                  "weighs the detector's evidence: alerts when a pre-condition was probably skipped, one alert per "
                  "omission (the default)",
-                 weighs_evidence=True, why_not_other_rules="alerts once per omission, on the step done too early"),
+                 weighs_evidence=True, why_not_other_rules="alerts once per omission, on the step done too early",
+                 reads=("alert_threshold", "prior_skip", "one_alert_per_omission")),
     CheckerEntry("binary", "graphs.checker_settings:binary_checker",
                  "takes every confirmed step as certain: alerts on any missing pre-condition (the PREGO protocol)",
                  order_rules=(PRECONDITION, LATE_STEP)),

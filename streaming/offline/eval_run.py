@@ -873,7 +873,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         "detector": config.detector,
         "alert_on": config.alert_on,
         "once": config.once,
-        "checker": asdict(config.checking),
+        "checker": config.checking.in_effect(),
         "segmenter": asdict(chain.segmenter),
         "videos": [v.name for v in videos],
     }

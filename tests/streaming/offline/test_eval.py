@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 
 from graphs.checker_settings import CheckerSettings
+from graphs.probabilistic_checker import DEFAULT_ALERT_THRESHOLD, DEFAULT_PRIOR_SKIP
 from graphs.task_graph import load_graph
 from recognition.checkpoint import load_detector
 from recognition.segment_metrics import TimedSegment, edit_score, levenshtein
@@ -255,6 +256,17 @@ def test_checker_settings_replay_the_cached_detector_output(
         assert stream_detect(["eval", "--demo", "--quiet", *extra]) == 0
         out = capsys.readouterr().out
         assert "(3 from the cache)" in out and false_alarms in out
+
+
+def test_the_results_say_only_the_checker_settings_that_were_in_effect(demo_eval: dict[str, dict]) -> None:
+    # The binary checker's results showed a threshold, a prior and one_alert_per_omission: true, none of which it
+    # reads: it alerts each recognition of a step done before its pre-conditions.
+    graph, detector = default_demo_paths()
+    shown = {kind: evaluate(EvalConfig(str(graph), str(detector), demo=True, checking=CheckerSettings(kind)),
+                            progress=False).settings["checker"] for kind in ("probabilistic", "binary")}
+    assert shown["binary"] == {"kind": "binary", "order_rule": "precondition"}
+    assert shown["probabilistic"] == {"kind": "probabilistic", "alert_threshold": DEFAULT_ALERT_THRESHOLD,
+                                      "prior_skip": DEFAULT_PRIOR_SKIP, "one_alert_per_omission": True}
 
 
 def test_the_table_says_under_it_what_its_columns_mean(demo_eval: dict[str, dict],

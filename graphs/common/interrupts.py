@@ -90,6 +90,23 @@ def in_finalizer(frame: FrameType | None) -> bool:
     return False
 
 
+def in_import(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside an import (a module's own code, or what importlib runs to load it).
+
+    An exception raised there may never reach the run: CPython's C accelerators replace it with an ``ImportError``
+    that the importing module drops. ``xml.etree.ElementTree`` falls back to its pure-Python parser when importing
+    ``pyexpat`` fails, so a SIGTERM that landed while networkx (which imports it) was being imported was lost, and
+    ``tgml train`` trained to its last epoch. The whole stack is looked through: a module's code may run deep."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_IMPORTLIB_FILES):
+            return True
+        frame = frame.f_back
+    return False
+
+
+_IMPORTLIB_FILES: Final = ("<frozen importlib._bootstrap",)  # its two modules: _bootstrap and _bootstrap_external
+
+
 def _send_again(signum: int, generation: int) -> None:
     """Send ``signum`` to the main thread again (a timer's thread), while the run that it came to still handles it
     (``generation``: a retry left by one `handling_signals` block never reaches the next one): to the main thread
@@ -108,10 +125,11 @@ def _raise(signum: int, frame: FrameType | None) -> None:
             # The run is already stopping (its cleanup, its summary line): the same request sent twice would cut
             # that short and lose the summary, wherever it lands (a finalizer's retries would land it later).
             return
-        if in_finalizer(frame):
+        if in_finalizer(frame) or in_import(frame):
             # Python prints an exception raised in a finalizer as "Exception ignored in ..." with a traceback, and
-            # drops it: the run went on. The signal is sent again, later and later, until it lands elsewhere; one
-            # that still has not when the run ends is raised then (`handling_signals`).
+            # drops it: the run went on; one raised in an import may be dropped too (`in_import`). The signal is sent
+            # again, later and later, until it lands elsewhere; one that still has not when the run ends is raised
+            # then (`handling_signals`).
             _retry_later(signum)
             return
         _landed.clear()

@@ -178,3 +178,51 @@ def test_a_signal_arriving_while_the_main_thread_holds_the_handlers_lock_still_s
              "except interrupts.Interrupted as stop:\n    print('stopped by', stop.signum)\n")
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=20)
     assert run.stdout.strip() == f"stopped by {int(signal.SIGINT)}", run.stderr
+
+
+# A SIGTERM sent while `xml.etree.ElementTree` imports `pyexpat` (networkx imports it on first use, as `tgml train`
+# does in its first epochs): the trace function sends it from inside the import, as a kill landing there would.
+SIGNAL_DURING_AN_ACCELERATORS_IMPORT = '''
+import signal, sys, time
+from graphs.common.interrupts import Interrupted, handling_signals
+
+def importing_pyexpat(frame):
+    while frame is not None:
+        if frame.f_code.co_name == "create_module" and getattr(frame.f_locals.get("spec"), "name", "") == "pyexpat":
+            return True
+        frame = frame.f_back
+    return False
+
+sent = []
+def send_it_there(frame, event, arg):
+    if event == "call" and not sent and importing_pyexpat(frame):
+        sent.append(True)
+        signal.raise_signal(signal.SIGTERM)
+    return send_it_there
+
+try:
+    with handling_signals():
+        sys.settrace(send_it_there)
+        try:
+            import xml.etree.ElementTree
+        finally:
+            sys.settrace(None)
+        print("imported, the signal sent during it:", bool(sent), flush=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+        print("the run went on", flush=True)
+except Interrupted as stop:
+    print("stopped by", stop.name, flush=True)
+'''
+
+
+def test_a_signal_landing_in_an_import_stops_the_run_once_the_import_is_done() -> None:
+    # Raised there, the interrupt became an ImportError the importing module dropped (ElementTree falls back to its
+    # pure-Python parser), and the run went on: one `tgml train` in many trained all its epochs after a SIGTERM.
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", SIGNAL_DURING_AN_ACCELERATORS_IMPORT], capture_output=True,
+                         text=True, timeout=60)
+    assert run.stdout.splitlines() == ["imported, the signal sent during it: True", "stopped by SIGTERM"], run.stderr

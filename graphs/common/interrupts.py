@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.machinery import ExtensionFileLoader
 from types import FrameType
 from typing import Any, Final
 
@@ -90,21 +91,24 @@ def in_finalizer(frame: FrameType | None) -> bool:
     return False
 
 
-def in_import(frame: FrameType | None) -> bool:
-    """Whether ``frame`` runs inside an import (a module's own code, or what importlib runs to load it).
+def in_extension_import(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside the loading of a C extension module (Python code its initialisation calls).
 
-    An exception raised there may never reach the run: CPython's C accelerators replace it with an ``ImportError``
-    that the importing module drops. ``xml.etree.ElementTree`` falls back to its pure-Python parser when importing
-    ``pyexpat`` fails, so a SIGTERM that landed while networkx (which imports it) was being imported was lost, and
-    ``tgml train`` trained to its last epoch. The whole stack is looked through: a module's code may run deep."""
+    An exception raised there may never reach the run: a C extension may replace it with an ``ImportError`` that the
+    importing module drops. ``xml.etree.ElementTree`` falls back to its pure-Python parser when its accelerator fails
+    to import ``pyexpat``, so a SIGTERM that landed while networkx (which imports it) was being imported was lost,
+    and ``tgml train`` trained to its last epoch. An import of Python modules alone passes the exception on faithfully
+    and is not waited for: a Ctrl-C while ``torch`` loads stops at once. The whole stack is looked through."""
     while frame is not None:
-        if frame.f_code.co_filename.startswith(_IMPORTLIB_FILES):
+        if frame.f_code in _EXTENSION_LOADING:
             return True
         frame = frame.f_back
     return False
 
 
-_IMPORTLIB_FILES: Final = ("<frozen importlib._bootstrap",)  # its two modules: _bootstrap and _bootstrap_external
+# What importlib runs while a C extension initialises: its module is created, then executed (multi-phase init).
+_EXTENSION_LOADING: Final = frozenset({ExtensionFileLoader.create_module.__code__,
+                                       ExtensionFileLoader.exec_module.__code__})
 
 
 def _send_again(signum: int, generation: int) -> None:
@@ -125,11 +129,11 @@ def _raise(signum: int, frame: FrameType | None) -> None:
             # The run is already stopping (its cleanup, its summary line): the same request sent twice would cut
             # that short and lose the summary, wherever it lands (a finalizer's retries would land it later).
             return
-        if in_finalizer(frame) or in_import(frame):
+        if in_finalizer(frame) or in_extension_import(frame):
             # Python prints an exception raised in a finalizer as "Exception ignored in ..." with a traceback, and
-            # drops it: the run went on; one raised in an import may be dropped too (`in_import`). The signal is sent
-            # again, later and later, until it lands elsewhere; one that still has not when the run ends is raised
-            # then (`handling_signals`).
+            # drops it: the run went on; one raised while a C extension loads may be dropped too
+            # (`in_extension_import`). The signal is sent again, later and later, until it lands elsewhere; one that
+            # still has not when the run ends is raised then (`handling_signals`).
             _retry_later(signum)
             return
         _landed.clear()

@@ -217,7 +217,7 @@ except Interrupted as stop:
 '''
 
 
-def test_a_signal_landing_in_an_import_stops_the_run_once_the_import_is_done() -> None:
+def test_a_signal_landing_while_a_c_extension_loads_stops_the_run_once_it_has_loaded() -> None:
     # Raised there, the interrupt became an ImportError the importing module dropped (ElementTree falls back to its
     # pure-Python parser), and the run went on: one `tgml train` in many trained all its epochs after a SIGTERM.
     import subprocess

@@ -8,7 +8,8 @@ which signal came, so every ``finally`` and every ``except KeyboardInterrupt`` r
 command then exits with ``128 + signal number`` (130, 143; 129 for SIGHUP, a closed terminal). While the run stops
 (its cleanup, a service's summary line), another signal within `REPEAT_S` is the same request sent twice (``timeout``
 and a kill of its process group both send SIGTERM) and is let pass; one after that is the user insisting, and
-interrupts the cleanup too.
+interrupts the cleanup too. A signal that lands where Python would drop the exception (a finalizer, or Python code
+that a C extension runs while it loads) is sent again until it lands elsewhere: one SIGTERM is enough.
 
 The atomic writer (`graphs.common.files.atomic_path`) commits a file inside `signals_deferred`: a signal that arrives
 while it creates its temporary folder, renames the finished file into place or removes what is left holds until

@@ -99,7 +99,8 @@ def in_extension_import(frame: FrameType | None) -> bool:
     importing module drops. ``xml.etree.ElementTree`` falls back to its pure-Python parser when its accelerator fails
     to import ``pyexpat``, so a SIGTERM that landed while networkx (which imports it) was being imported was lost,
     and ``tgml train`` trained to its last epoch. An import of Python modules alone passes the exception on faithfully
-    and is not waited for: a Ctrl-C while ``torch`` loads stops at once. The whole stack is looked through."""
+    and is not waited for (waiting out every import delayed a stop during start-up by seconds). The whole stack is
+    looked through."""
     while frame is not None:
         if frame.f_code in _EXTENSION_LOADING:
             return True

@@ -1112,7 +1112,7 @@ def run_training(
     if stopped.stop is not None:  # the kept epoch is the best of those trained, not of config.epochs
         info["interrupted"] = {"epochs_trained": len(outcome.curve), "epochs": config.epochs, "during": stopped.during}
     saved_whole = save_trained_detector(target, outcome, data, info, evidence, stopped)
-    print_training_report(console or table_console(), outcome, data, plot, confirmation, evidence, target)
+    print_training_report(console or table_console(Console()), outcome, data, plot, confirmation, evidence, target)
     if stopped.stop is not None:  # said before the interrupt's own line, which ends the output
         print(printable(f"recognition-train: stopped {stopped_when(outcome, config, stopped.during, target, out)}"),
               file=sys.stderr)

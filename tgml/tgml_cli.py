@@ -805,10 +805,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     asked = next((word for word in argv if not word.startswith("-")), "")
     args = _parser([asked]).parse_args(argv)
+    from rich.console import Console
+
     from graphs.common.consoles import table_console
 
     # Tables only: result lines are plain print()s, never wrapped or read as rich markup.
-    console = table_console()
+    console = table_console(Console())
     RUNS[args.command](args, console)
     return 0
 

@@ -302,6 +302,7 @@ def _print_selection(
     best: dict | None = None,
 ) -> int:
     """Print the cross-validation table, the best candidate (default: the first row) and the time taken."""
+    from rich.console import Console
     from rich.table import Table
 
     from graphs.common.consoles import table_console
@@ -311,7 +312,7 @@ def _print_selection(
         table.add_column(header, justify="right")
     for row in rows:
         table.add_row(*(_cell(k, row[k]) for k in keys))
-    table_console().print(table)
+    table_console(Console()).print(table)
     best = best or rows[0]
     print("best: " + ", ".join(f"{k} = {_cell(k, best[k])}" for k in keys[: keys.index("clean")]))
     print(f"finished in {time.perf_counter() - started:.1f} s")
@@ -397,6 +398,8 @@ def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
 
 
 def _bench(argv: list[str]) -> int:
+    from rich.console import Console
+
     from graphs.common.consoles import table_console
 
     started = time.perf_counter()
@@ -458,7 +461,7 @@ def _bench(argv: list[str]) -> int:
     except FieldError as err:  # said with the option the user typed, not the field it filled
         given = [o for o in CONFIG_OPTIONS.values() if getattr(args, o[2:].replace("-", "_")) not in (None, ())]
         raise err.as_option(CONFIG_OPTIONS, given) from None
-    console = table_console()
+    console = table_console(Console())
     result = prego.run_benchmark(config, progress=not args.quiet)
     for table in prego.result_tables(result) + prego.perturbation_tables(result):
         console.print(table)

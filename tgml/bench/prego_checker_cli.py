@@ -76,6 +76,7 @@ def _cell(key: str, value: object) -> str:
 
 
 def _print_rows(title: str, rows: list[dict[str, Any]], limit: int = 12) -> None:
+    from rich.console import Console
     from rich.table import Table
 
     from graphs.common.consoles import table_console
@@ -88,7 +89,7 @@ def _print_rows(title: str, rows: list[dict[str, Any]], limit: int = 12) -> None
     shown = rows[:limit] + [r for r in binary if r not in rows[:limit]]
     for row in shown:
         table.add_row(*(_cell(key, value) for key, value in row.items()))
-    table_console().print(table)
+    table_console(Console()).print(table)
 
 
 @exit_on_input_error

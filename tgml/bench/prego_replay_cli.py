@@ -133,6 +133,8 @@ def naming_no_step(frames_path: Path, duration: Callable[[float], str], rate: st
 def main(argv: list[str]) -> int:
     """Entry point of ``prego-bench replay`` (dispatched by `tgml.bench.prego_bench_cli`)."""
     args = build_parser().parse_args(argv)
+    from rich.console import Console
+
     from graphs.common.consoles import table_console
     from graphs.common.files import check_output, write_text
     from tgml.bench.prego import PUBLISHED, resolve_data
@@ -148,7 +150,7 @@ def main(argv: list[str]) -> int:
         sweep_table,
     )
 
-    console = table_console()
+    console = table_console(Console())
     if not args.frames:  # $MISTAKE_DATA as every other benchmark reads it: a user who set it was told to give --data
         from tgml.bench.data_folder import data_folder
 

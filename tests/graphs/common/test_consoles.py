@@ -14,6 +14,7 @@ from graphs.common.consoles import table_console
 
 # A results table of 12 columns (bench-live's is of that kind), wider than the 80 columns rich assumes for a file.
 WIDE_TABLE = """
+from rich.console import Console
 from rich.table import Table
 from graphs.common.consoles import table_console
 table = Table(title="results")
@@ -21,7 +22,7 @@ for k in range(12):
     table.add_column(f"column {k}", justify="right")
 table.add_row(*(f"{k}.{k}" for k in range(12)))
 table.add_row(*(f"{10 * k}.5" for k in range(12)))
-table_console().print(table)
+table_console(Console()).print(table)
 print("a plain line after it")
 """
 

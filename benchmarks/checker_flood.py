@@ -37,6 +37,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.settings_files import EVENT_RATE, RUN_SECONDS, bounded_option
 from streaming.checker.config import CheckerConfig
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = f"{np.percentile(ms, 50):.1f} / {np.percentile(ms, 99):.1f} / {ms.max():.1f}" if len(ms) else "n/a"
         counted = f"{row['received']} valid, {row['malformed']} malformed, {row['over_budget']} over budget"
         table.add_row(kind, f"{row['rss']:.0f}", figures, f"{row['lost']} of {row['sent']}", counted)
-    Console(width=160).print(table)
+    table_console(Console()).print(table)
     return 0
 
 

@@ -55,6 +55,7 @@ from rich.table import Table
 # Nothing at the top may import torch: the spawned processes, the checker's included, re-import this module.
 from graphs.checker_settings import CheckerSettings
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.options import seed_option
 from graphs.common.settings_files import COUNT, EVENT_RATE, RUN_SECONDS, Bound, bounded_option
@@ -523,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = LoadConfig(args.streams, args.rate, args.seconds, args.steps, args.mistakes, args.curve, args.flood,
                         args.seed)
-    console = Console(width=200)
+    console = table_console(Console())
     console.print(f"host: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start", highlight=False)
     if args.find_max:
         best, results = find_max(config, console)

@@ -49,6 +49,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.settings_files import COUNT, EVENT_RATE, RUN_SECONDS, WAIT_SECONDS, bounded_option
 
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=bounded_option(WAIT_SECONDS, integer=False), default=10.0,
                         help="first seconds left out of the latency figures (default 10; their worst is shown)")
     args = parser.parse_args(argv)
-    console = Console(stderr=True, width=200)
+    console = table_console(Console(stderr=True))
     spawn = mp.get_context("spawn")
     checker = CheckerProcess(str(ROOT / "streaming" / "demo" / "demo_graph.json"),
                              CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"))  # fmt: skip

@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.options import fps_option, threads_option
 from graphs.common.settings_files import COUNT, RUN_SECONDS, Bound, bounded_option
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=bounded_option(Bound(1, 65536)), default=8,
                         help="frames per extractor call (on a GPU: 256)")
     args = parser.parse_args(argv)
-    console = Console()
+    console = table_console(Console())
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

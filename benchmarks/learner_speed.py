@@ -34,6 +34,7 @@ from rich.table import Table
 
 from graphs.annotations import load_annotations
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.settings_files import COUNT, bounded_option
 from tgml.bench import prego
@@ -88,8 +89,9 @@ def main() -> None:
         do_s = seconds_per_call([partial(train_do, train, ids, names, do_config)], args.repeats)
         and_s = seconds_per_call([partial(train_noisy_and, train, ids, names, and_config)], args.repeats)
         table.add_row(f"PREGO {dataset}", "1", f"{do_s:.3f}", f"{and_s:.3f}", f"{and_s / do_s:.2f}")
-    Console().print(table)
-    Console().print(prego_method_table(data, args.repeats))
+    console = table_console(Console())
+    console.print(table)
+    console.print(prego_method_table(data, args.repeats))
 
 
 def prego_method_table(data: Path, repeats: int) -> Table:

@@ -48,6 +48,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.options import fps_option, threads_option
 from graphs.common.settings_files import COUNT, RUN_SECONDS, bounded_option
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     from streaming.checker.process import CheckerProcess
     from streaming.demo.paths import default_demo_paths
 
-    console = Console()
+    console = table_console(Console())
     graph, _ = default_demo_paths()
     runs: list[Run] = []
     with tempfile.TemporaryDirectory() as tmp:

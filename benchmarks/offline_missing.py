@@ -35,6 +35,7 @@ from rich.table import Table
 from torch import nn
 
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import InputError, exit_on_input_error
 from graphs.common.options import epochs_option, seed_option, threads_option
 from graphs.common.settings_files import WIDTH, Bound, bounded_option
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    Console().print(screen_table(scores))
+    table_console(Console()).print(screen_table(scores))
     return 0
 
 

@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.options import MAX_SEED_COUNT, threads_option
 from graphs.common.settings_files import Bound, bounded_option
@@ -175,7 +176,7 @@ def main() -> int:
                       "n/a" if np.isnan(val).all() else f"{np.nanmean(val):.1f} ± {np.nanstd(val):.1f}",
                       f"{test.mean():.1f} ± {test.std():.1f}",
                       f"{np.mean([r['kept_epoch'] for r in row['runs']]):.0f}")
-    Console().print(table)
+    table_console(Console()).print(table)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, default=float))
     return 0

@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.options import threads_option
 from graphs.common.settings_files import WIDTH, Bound, bounded_option
@@ -145,8 +146,9 @@ def main() -> None:
         fps = n_frames / latencies.sum()
         p50, p99 = np.percentile(latencies, [50, 99]) * 1e3
         table.add_row(mode, f"{fps:.0f}", f"{p50:.2f}", f"{p99:.2f}", f"{diff:.1e}")
-    Console().print(table)
-    Console().print("chunk-K latency is per chunk of K frames; targets: >= 500 frames/s, p99 < 5 ms")
+    console = table_console(Console())
+    console.print(table)
+    console.print("chunk-K latency is per chunk of K frames; targets: >= 500 frames/s, p99 < 5 ms")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.settings_files import Bound, bounded_option
 
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         over += median >= TARGET_S
         shown = " ".join("GRAPH" if w == GRAPH else w for w in words)
         table.add_row(shown, f"{median:.3f}", f"{max(times):.3f}", "over" if median >= TARGET_S else "")
-    Console().print(table)
+    table_console(Console()).print(table)
     print(f"{over} command(s) over {TARGET_S} s" if over else f"every command under {TARGET_S} s")
     return 0
 

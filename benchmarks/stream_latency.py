@@ -43,6 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.options import MIN_FPS, threads_option
 from graphs.common.settings_files import COUNT, EVENT_RATE, RUN_SECONDS, Bound, bounded_option
@@ -289,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
-    console = Console()
+    console = table_console(Console())
     graph_path, _ = default_demo_paths()
     video, _ = demo_video("mistake")
     extractor = make_extractor(args.extractor, device=args.device)

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from graphs.annotations import load_annotations
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.options import epochs_option, threads_option
 from tgml.learners.do.config import DOConfig
@@ -131,7 +132,7 @@ def main() -> None:
     table.add_row("epoch, vectorised", f"{fast * 1e3:.2f} ms", "")
     table.add_row("speed-up", f"{loop / fast:.0f}x", ">= 200x")
     table.add_row(f"full DO training ({result.epochs_run} epochs)", f"{full:.2f} s", "< 10 s")
-    Console().print(table)
+    table_console(Console()).print(table)
 
 
 if __name__ == "__main__":

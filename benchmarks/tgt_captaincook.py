@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.options import seed_option, seed_range
 from graphs.common.settings_files import parse_set_options
@@ -82,7 +83,7 @@ def main() -> None:
     table.add_section()
     table.add_row("[bold]mean ± 90% CI", "", *(f"[bold]{m:.1f} ± {h:.1f}" for m, h in zip(mean, half, strict=True)))
     table.add_row("published TGT-text", "", *(f"{v:.1f}" for v in PUBLISHED_TGT_TEXT))
-    Console(width=120).print(table)
+    table_console(Console()).print(table)
     print(f"TGT-text CaptainCook4D: P {mean[0]:.1f} ± {half[0]:.1f}  R {mean[1]:.1f} ± {half[1]:.1f}  "
           f"F1 {mean[2]:.1f} ± {half[2]:.1f} over {len(seeds)} seeds x {len(procedures)} procedures")
     print(f"time: step embeddings {encoded - started:.1f} s, training {finished - encoded:.1f} s "

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphs.common.command_line import ArgumentParser
+from graphs.common.consoles import table_console
 from graphs.common.errors import exit_on_input_error
 from graphs.common.settings_files import COUNT, bounded_option
 from streaming.messages import MAX_HISTORY, Heartbeat, decode, encode
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, work, target in measures:
         ms = timed(work, args.repeats)
         table.add_row(name, f"{np.median(ms):.3f}", f"{np.percentile(ms, 99):.3f}", target)
-    Console().print(table)
+    table_console(Console()).print(table)
     return 0
 
 

@@ -908,7 +908,7 @@ def _untold_summaries(log: ServiceLog, streams: Sequence[DetectorStream], told: 
 def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from graphs.common.consoles import table_console
+    from graphs.common.consoles import UNWRAPPED, table_console
     from streaming.offline.eval_run import EvalConfig, evaluate
     from streaming.offline.eval_scores import (
         eval_lines,
@@ -931,7 +931,7 @@ def _eval(args: argparse.Namespace) -> int:
     title = (f"stream-detect eval: {count_of(len(result.runs), 'video')}, alerts on {args.alert_on}"
              f" ({result.cached} from the cache)")
     table, console = eval_table(result.scores, title), Console()
-    width = console.measure(table, options=console.options.update_width(10_000)).maximum
+    width = console.measure(table, options=console.options.update_width(UNWRAPPED)).maximum
     if not console.is_terminal:  # logs and pipes keep the whole table
         table_console(console).print(table)
     elif width <= console.width:

@@ -11,7 +11,8 @@ three ways that keeps every figure whole:
 3. as lines (`table_lines`): the title, a line per row (``name, name: header figure, header figure, ...``) wrapped
    between figures, never inside one (`wrap_words`), and the caption.
 
-A log or a pipe gets the whole table when the caller prints it on a console wide enough for the first way.
+A log or a pipe gets the whole table when the caller prints it on `graphs.common.consoles.table_console`, wide
+enough for the first way.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from rich.measure import Measurement
 from rich.table import Column, Table
 from rich.text import Text
 
+from graphs.common.consoles import UNWRAPPED  # the width a table is measured at for its natural width
 from graphs.common.safe_text import HANG, wrap_words
 
-UNBOUNDED: Final = 10_000  # the width a table is measured at for its natural width
 _KEEP: Final = "\u00a0"  # joins the words of one figure and its header while wrapping (textwrap breaks ASCII spaces)
 
 
@@ -94,7 +95,7 @@ def narrowed(table: Table, width: int, console: Console, options: ConsoleOptions
         else:
             least.append(_longest_word([_header(column), *cells]))
             most.append(max(least[-1], _widest_line([_header(column), *cells])))
-    need = console.measure(_with_widths(table, least), options=options.update_width(UNBOUNDED)).maximum
+    need = console.measure(_with_widths(table, least), options=options.update_width(UNWRAPPED)).maximum
     if need > width:
         return None
     spare, widths = width - need, list(least)
@@ -155,7 +156,7 @@ class FittedTable:
     def renderables(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
         """What is drawn at ``options.max_width``: the table, a narrowed copy, or its lines."""
         width = options.max_width
-        if console.measure(self.table, options=options.update_width(UNBOUNDED)).maximum <= width:
+        if console.measure(self.table, options=options.update_width(UNWRAPPED)).maximum <= width:
             yield self.table
             return
         narrow = narrowed(self.table, width, console, options)

@@ -783,7 +783,8 @@ def plan_idle(script: Script, look: Look, rng: np.random.Generator, start: int, 
     """
     W, H = look.world
     fps = script.fps
-    if frames < fps:
+    # Each motion takes at least 3 frames: at 1-2 fps a gap of a second or two holds none.
+    if frames < max(fps, 3):
         return
     span = max(3, round(frames * (rng.uniform(0.4, 1.0) if during_step else rng.uniform(0.25, 0.45))))
     at = start + int(rng.integers(0, frames - span + 1))

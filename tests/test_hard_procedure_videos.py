@@ -146,3 +146,13 @@ def test_without_scikit_image_the_generator_says_which_extra_before_writing(
     assert exit_.value.code == 2
     assert "error: the scenes are made of scikit-image's photographs: install the dev extra" in capsys.readouterr().err
     assert not (tmp_path / "hard").exists()
+
+
+@pytest.mark.parametrize("fps", [1.0, 2.0])
+def test_the_lowest_rates_the_generator_accepts_write_videos(tmp_path: Path, fps: float) -> None:
+    # --fps takes 1..120, and at 1-2 fps an idle gap of a second or two is shorter than any hand motion: planning one
+    # in it ended `python -m tests.hard_procedure_videos OUT --fps 2` with a ValueError traceback.
+    for index, plan in enumerate(plan_executions(4, SEED)):
+        segments = write_execution(tmp_path / f"video_{index}.mp4", plan.order, (SEED, index), SIZE, fps)
+        assert len(segments) == len(plan.order)
+        assert len(frames_of(tmp_path / f"video_{index}.mp4")) >= 10 * fps

@@ -75,6 +75,7 @@ from recognition.evidence import MAX_WINDOW_S, EvidenceModel
 from recognition.evidence_calibration import calibrate_evidence
 from recognition.feature_folders import (
     SPLIT_FILE,
+    TARGETS_DIR,
     FeatureConfig,
     FeatureDataset,
     VideoFeatures,
@@ -97,6 +98,9 @@ MAX_SECONDS = 3600.0  # longest window or lag in seconds a config may ask for (a
 # already 4 GB of one batch.
 MAX_BATCH = 4096
 OFF_AT_ZERO = Bound(0, 100, note="0: off")
+# The video endings recognition-features reads (streaming.offline.features.VIDEO_SUFFIXES, a floor above this one): a
+# folder of them given as --features is footage whose features are still to be extracted.
+VIDEO_ENDINGS: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
 
 
 @dataclass(frozen=True)
@@ -334,6 +338,13 @@ def training_config_of_folder(features: str | Path, **overrides: Any) -> Detecto
         # A file that is no split at all is said so first: a {} was told to give --config, and the next try
         # refused its missing 'train'.
         load_split(split)
+        footage = _videos_of(Path(features))
+        if footage is not None and not any(Path(features).glob("rgb_*/")):
+            # The footage generators write split.json beside videos/: it was told to give --config, which would
+            # then find no features either.
+            raise InputError(f"--features {features}: a folder of videos ({footage}), not a feature folder: its "
+                             f"{SPLIT_FILE} names no feature_extractor and it holds no rgb_*/ features; "
+                             + _extract_first(footage))
         raise InputError(f"{split}: names no feature_extractor; give --config with a [features] table")
     # The rate is split.json's, read (and checked, naming it) with the folder: the config leaves it to the folder.
     feature_config = FeatureConfig(rgb=f"rgb_{extractor}", extractor=extractor)
@@ -346,9 +357,15 @@ def _what_the_folder_is(folder: Path) -> str:
     files (the features of bring-your-own-features, not imported yet) and the ``rgb_<name>/`` inside a feature folder
     were both told to give --config, which reads neither. Any folder of a feature folder is named so (its
     ``target_perframe/`` holds ``.npy`` files too: labels, which are no features to import)."""
-    parent = folder.resolve().parent
-    if (parent / SPLIT_FILE).is_file():
-        return f"it is the {folder.resolve().name}/ of the feature folder {parent}: give --features {parent}"
+    resolved = folder.resolve()
+    parent = resolved.parent
+    # Only what recognition-features writes beside its split.json makes the parent a feature folder: the videos/ of
+    # generated footage, beside a split.json of its own, was named part of a feature folder to give instead.
+    if (parent / SPLIT_FILE).is_file() and (resolved.name.startswith("rgb_") or resolved.name == TARGETS_DIR):
+        return f"it is the {resolved.name}/ of the feature folder {parent}: give --features {parent}"
+    footage = _videos_of(folder)
+    if footage is not None:
+        return f"it holds videos: {_extract_first(footage)}"
     try:
         own = any(entry.suffix == ".npy" and entry.is_file() for entry in folder.iterdir())
     except OSError:  # unreadable: the generic advice, the refusal itself already named the folder
@@ -357,6 +374,23 @@ def _what_the_folder_is(folder: Path) -> str:
         return (f"it holds .npy files: features of your own are imported first (recognition-features import "
                 f"--features {folder} --annotations FILE --rate N --out FOLDER), then trained on from FOLDER")
     return "for a folder of your own, give --config to name its folders"
+
+
+def _videos_of(folder: Path) -> Path | None:
+    """The folder of videos that ``folder`` is or holds as ``videos/`` (None: neither holds a video file)."""
+    for candidate in (folder, folder / "videos"):
+        try:
+            if any(entry.suffix.lower() in VIDEO_ENDINGS and entry.is_file() for entry in candidate.iterdir()):
+                return candidate
+        except OSError:  # not there or unreadable: no videos known
+            continue
+    return None
+
+
+def _extract_first(videos: Path) -> str:
+    """How a folder of videos becomes a feature folder to train on."""
+    return (f"extract their features first (recognition-features --videos {videos} --annotations FILE --out FOLDER), "
+            "then give --features FOLDER")
 
 
 def check_recorded_extractor(named: object, data: FeatureDataset, features: FeatureConfig,

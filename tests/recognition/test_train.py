@@ -41,6 +41,7 @@ from streaming.extractors import make_extractor
 from tests.cli_errors import cli_error
 from tests.recognition.conftest import SMALL_CONFIG
 from tests.signal_calls import signal_when_called
+from tests.streaming.helpers import write_noise_video
 
 
 def test_cli_trains_a_detector_that_reaches_the_map_target(
@@ -289,6 +290,26 @@ def test_a_missing_feature_folder_is_named_as_missing(tmp_path: Path, capsys: py
     loop.symlink_to(loop)
     err = cli_error(main, ["--features", str(loop), "--out", str(tmp_path / "x.pt")], capsys)
     assert err == f"error: --features {loop}: a link loop"
+
+
+def test_a_folder_of_videos_is_told_to_extract_features_not_sent_to_another_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The footage generators (tests.procedure_videos, tests.hard_procedure_videos) write split.json beside videos/:
+    # `--features footage/videos` was told "it is the videos/ of the feature folder footage: give --features footage",
+    # and that one "names no feature_extractor; give --config".
+    footage = tmp_path / "footage"
+    (footage / "videos").mkdir(parents=True)
+    write_noise_video(footage / "videos" / "video_00.mp4", frames=5)
+    (footage / "split.json").write_text(json.dumps({"train": ["video_00"], "test": []}))
+    extract = (f"extract their features first (recognition-features --videos {footage / 'videos'} --annotations FILE "
+               "--out FOLDER), then give --features FOLDER")
+    err = cli_error(main, ["--features", str(footage / "videos"), "--out", str(tmp_path / "x.pt")], capsys)
+    assert "of the feature folder" not in err and err.endswith(f"it holds videos: {extract}")
+    err = cli_error(main, ["--features", str(footage), "--out", str(tmp_path / "x.pt")], capsys)
+    assert err == (f"error: --features {footage}: a folder of videos ({footage / 'videos'}), not a feature folder: "
+                   f"its split.json names no feature_extractor and it holds no rgb_*/ features; {extract}")
+    assert not (tmp_path / "x.pt").exists()
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from graphs.common.command_line import ArgumentParser, add_version_option, unknown_command
 from graphs.common.errors import InputError, exit_on_input_error, print_warning, writes_no_files
@@ -132,6 +132,11 @@ def stream_id_option(text: str) -> str:
     return text
 
 
+SEVERAL_SOURCES: Final = ("for several sources at once, start stream-detect checker, then one stream-detect detector "
+                          "given each source (--video A --video B, or --features), and stream-detect view "
+                          "(docs/live-pipeline.md, \"One detector process for several cameras\")")
+
+
 def _video_args(p: argparse.ArgumentParser, many: bool = False) -> None:
     """The options of a detector stream; with ``many``, ``--video`` and ``--stream-id`` repeat (one per source)."""
     if many:
@@ -141,14 +146,18 @@ def _video_args(p: argparse.ArgumentParser, many: bool = False) -> None:
                        help="name of each stream on the wire, one per --video (or --features) in the same order "
                             "(default cam0, cam1, ...; with --features each file's name: run1.npy is run1)")
     else:
-        p.add_argument("--video", help=VIDEO_HELP)
+        # Watching two cameras at once is what a user tries first: the refusal names the commands that do it.
+        p.add_argument("--video", help=VIDEO_HELP, twice=SEVERAL_SOURCES)
         p.add_argument("--stream-id", type=stream_id_option,
                        help="name of this stream on the wire (default cam0; with --features the file's name: "
                             "run1.npy is run1)")
-    p.add_argument("--features", action="append" if many else "store", metavar="FILE.npy",
-                   help="a recording's own features instead of --video: a T x D .npy file replayed one vector at a "
-                        "time at the detector's rate (real time, or --fast)" + ("; repeat it for several" if many
-                                                                                  else ""))
+    features_help = ("a recording's own features instead of --video: a T x D .npy file replayed one vector at a time "
+                     "at the detector's rate (real time, or --fast)")
+    if many:
+        p.add_argument("--features", action="append", metavar="FILE.npy",
+                       help=features_help + "; repeat it for several")
+    else:
+        p.add_argument("--features", metavar="FILE.npy", help=features_help, twice=SEVERAL_SOURCES)
     p.add_argument("--rate", type=rate_option, help="the --features file's vectors per second (default: the "
                                                    "detector's; another rate is refused)")
     p.add_argument("--graph", help="task graph JSON (default with --video demo: the bundled demo graph)")

@@ -23,8 +23,9 @@ class _StoreOnce(argparse._StoreAction):
     against ``b.json`` alone. An option of several values refuses a value given twice among them (``--dataset
     epic-tent-o epic-tent-o`` would be run and reported twice, or refused deeper down under a name never typed)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: object, twice: str = "", **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.twice = twice  # what to do instead, said after the refusal (add_argument(..., twice="..."))
         self._stored_in: weakref.ref[argparse.Namespace] | None = None  # the namespace of the last parse it stored in
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
@@ -32,7 +33,8 @@ class _StoreOnce(argparse._StoreAction):
         if self._stored_in is not None and self._stored_in() is namespace:
             option = option_string or self.dest
             how = "it takes one value" if self.nargs in (None, "?") else f"give all its values after one {option}"
-            parser.error(f"{option} given twice ({getattr(namespace, self.dest)!r:.80}, then {values!r:.80}); {how}")
+            parser.error(f"{option} given twice ({getattr(namespace, self.dest)!r:.80}, then {values!r:.80}); {how}"
+                         + (f"; {self.twice}" if self.twice else ""))
         self._stored_in = weakref.ref(namespace)
         if self.nargs in ("+", "*") and isinstance(values, list):  # not a one-value option whose type makes a list
             seen: set[object] = set()

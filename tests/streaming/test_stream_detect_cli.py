@@ -66,6 +66,18 @@ def test_an_option_of_one_value_given_twice_is_refused(argv: list[str], line: st
     assert line in cli_error(main, argv, capsys)
 
 
+@pytest.mark.parametrize("option", ["--video", "--features"])
+def test_two_sources_for_the_one_command_run_are_told_how_to_run_several(
+    option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two cameras at once is the first thing a user tries: the refusal only said "it takes one value".
+    line = cli_error(main, [option, "a.npy", option, "b.npy"], capsys)
+    assert "it takes one value; for several sources at once, start stream-detect checker, then one stream-detect " \
+           "detector given each source (--video A --video B, or --features), and stream-detect view" in line
+    # stream-detect detector takes each again: nothing to refuse there.
+    assert "given twice" not in cli_error(main, ["detector", option, "a.npy", option, "b.npy"], capsys)
+
+
 def test_a_mistyped_command_is_named_with_the_commands_there_are(capsys: pytest.CaptureFixture[str]) -> None:
     # It was read as an argument of run, the default: "stream-detect run: unrecognized arguments: evl".
     line = cli_error(main, ["evl", "--features", "x.npy"], capsys)

@@ -28,10 +28,10 @@ import torch
 
 from graphs.annotations import Annotations
 from graphs.common.errors import InputError
-from graphs.common.files import not_a_file
+from graphs.common.files import not_a_file, read_json
 from graphs.common.safe_text import count_of, first_few, near_name_hint, unicode_form_hint
 from recognition.checkpoint import DetectorCheckpoint, load_detector
-from recognition.feature_folders import copy_of
+from recognition.feature_folders import SPLIT_FILE, copy_of
 from recognition.feature_import import (
     feature_file_fault,
     feature_files,
@@ -173,7 +173,53 @@ def open_feature_file(path: str | Path, checkpoint: DetectorCheckpoint, detector
         raise InputError(f"{name or f'--features {path}'}: the features are {shape[1]} wide, the detector {detector} "
                          f"reads {checkpoint.config.input_dim} ({checkpoint.feature_extractor!r} features)"
                          + transposed_hint(shape, checkpoint.config.input_dim))
+    check_recorded_rate(Path(path), checkpoint, detector, name)
     return FeatureFileReader(path, ReaderConfig(fps=checkpoint.fps, realtime=realtime), name)
+
+
+def recorded_rate(path: Path) -> tuple[float, Path] | None:
+    """The rate a feature file was extracted at, where its folder says so: a file of ``rgb_<extractor>/`` beside the
+    ``split.json`` of a feature folder that names that extractor and its ``fps`` (what ``recognition-features``
+    writes). None where nothing says it (a file of one's own, a folder without it): the file is read at the
+    detector's rate, as before.
+
+    Returns:
+        ``(rate, the split file that records it)``.
+    """
+    split = path.parent.parent / SPLIT_FILE
+    if not path.parent.name.startswith("rgb_") or not split.is_file():
+        return None
+    try:
+        raw = read_json(split, "split file")
+    except InputError:  # the folder's own damage, said by the commands that read the folder; here nothing is known
+        return None
+    if not isinstance(raw, dict) or path.parent.name != f"rgb_{raw.get('feature_extractor')}":
+        return None
+    fps = raw.get("fps")
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps < float("inf"):
+        return None
+    return float(fps), split
+
+
+def check_recorded_rate(path: Path, checkpoint: DetectorCheckpoint, detector: str, name: str = "") -> None:
+    """Refuse a feature file that its feature folder records at another rate than the detector's, which it would be
+    read at: a detector trained at 2 features a second replayed a 5-a-second folder's file without a word, every
+    step stretched to 2.5 times its length (`stream-detect eval` only guessed it from the annotations' lengths).
+
+    Args:
+        path: the ``.npy`` file.
+        checkpoint: the detector's description (its rate).
+        detector: the checkpoint file, named in the error.
+        name: how errors name the file (default ``--features PATH``).
+    """
+    recorded = recorded_rate(path)
+    if recorded is None or abs(recorded[0] - checkpoint.fps) <= RATE_TOLERANCE * checkpoint.fps:
+        return
+    rate, split = recorded
+    raise InputError(f"{name or f'--features {path}'}: extracted at {rate:g} per second ({split}), but the detector "
+                     f"{detector} was trained at {checkpoint.fps:g} and reads it at that rate: give a detector "
+                     f"trained on features at {rate:g}, or features extracted at {checkpoint.fps:g} "
+                     f"(recognition-features --fps {checkpoint.fps:g})")
 
 
 def transposed_hint(shape: tuple[int, int], width: int) -> str:

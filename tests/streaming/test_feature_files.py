@@ -387,6 +387,33 @@ def test_feature_files_written_at_twice_the_detectors_rate_are_warned_of(trained
             and "were they written at that rate?" in err)
 
 
+def test_a_feature_folder_s_file_extracted_at_another_rate_than_the_detector_s_is_refused(
+    trained: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The folder's split.json records the rate: a 2-a-second folder's file fed to the 1-a-second detector was replayed
+    # live without a word (eval only guessed it from the annotations' lengths).
+    twice = trained / "npy2"  # the same recordings at two vectors a second
+    twice.mkdir()
+    for file in (trained / "npy").glob("*.npy"):
+        np.save(twice / file.name, np.repeat(np.load(file), 2, axis=0))
+    folder = trained / "folder2"
+    assert features_main(["import", "--features", str(twice), "--annotations", str(trained / "labels.json"),
+                          "--rate", "2", "--out", str(folder), "--test-videos", "test_ok,test_wrong"]) == 0
+    file = folder / "rgb_imported" / "test_wrong.npy"
+    why = (f"extracted at 2 per second ({folder / 'split.json'}), but the detector {trained / 'detector.pt'} was "
+           "trained at 1 and reads it at that rate: give a detector trained on features at 2, or features extracted "
+           "at 1 (recognition-features --fps 1)")
+    live = ["--features", str(file), "--graph", str(trained / "graph.json"), "--detector", str(trained / "detector.pt"),
+            "--fast", "--jsonl"]
+    assert cli_error(stream_detect, live, capsys) == f"error: --features {file}: {why}"
+    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_wrong", "--features",
+                                             str(folder / "rgb_imported")), capsys)
+    assert err == f"error: --features {file} (annotated video 'test_wrong'): {why}"
+    # The folder the detector was trained on records its own rate: read as before.
+    same = trained / "folder" / "rgb_imported"
+    assert stream_detect(eval_argv(trained, "--videos-list", "test_wrong", "--features", str(same))) == 0
+
+
 def test_a_feature_file_whose_annotation_runs_a_few_seconds_past_it_is_scored(trained: Path, tmp_path: Path) -> None:
     # Public annotations end past the last whole second a per-second file holds (CaptainCook4D's 17_19: 0.95 s):
     # a few seconds are no sign of a file cut short, and such a file must not be refused.

@@ -663,7 +663,8 @@ def _bench_live(args: argparse.Namespace, console: Console) -> None:
         console.print(table)
     if args.ceiling:
         console.print(ceiling_table(result, ceilings))
-    print(f"bench-live: {result.seconds:.0f} s")
+    cached = result.cache_line()
+    print(f"bench-live: {result.seconds:.0f} s" + (f"; {cached}" if cached else ""))
     note_in_sample(result.validation, result.config.folds, result.config.detector.train.val_fraction)
     if unsaved is not None:
         raise unsaved

@@ -182,6 +182,23 @@ def test_folds_spread_error_free_and_erroneous_recordings(data_dir: Path) -> Non
         assert kinds == {True, False}
 
 
+def test_the_run_says_how_many_folds_the_cache_gave_and_how_many_trained(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A cache that missed (edited code or data, other settings) trained every fold again without a word: minutes
+    # instead of seconds were the only sign, and a run that read every fold looked the same as one that trained.
+    features = subset(data_dir, tmp_path, 4)
+    cache = tmp_path / "cache"
+    argv = ["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2", "--epochs", "1",
+            "--workers", "1", "--quiet", "--cache", str(cache)]
+    assert main(argv) == 0
+    assert f"; --cache {cache}: 0 of 2 folds read from it, 2 trained and kept there\n" in capsys.readouterr().out
+    assert main(argv) == 0
+    assert f"; --cache {cache}: 2 of 2 folds read from it, none trained\n" in capsys.readouterr().out
+    assert main(argv[:-2]) == 0  # no cache, nothing said of one
+    assert "--cache" not in capsys.readouterr().out
+
+
 def test_a_small_folder_of_other_recordings_runs_end_to_end_and_writes_the_json(
     data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -67,6 +67,7 @@ from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel
 from recognition.metrics import frame_map
 from recognition.position_prior import PositionPrior, fit_position_prior
+from tgml.bench.live.cache import fold_key
 from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, segment_outputs
 from tgml.bench.live.detector import LiveDetectorSettings, calibrate, one_hot
 from tgml.bench.live.fold_training import fold_detector_settings, fold_entry
@@ -214,6 +215,7 @@ class LiveBenchResult:
     validation: list[ValidationRun] = field(default_factory=list)
     replays: ReplayTable | None = None
     graphs: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    folds_from_cache: int = 0  # folds whose training was read from `LiveBenchConfig.cache`, nothing trained
 
     def pooled(self, recipe: str | None = None) -> dict[str, LiveCounts]:
         """Counts per row over the recordings of ``recipe`` (None: all)."""
@@ -223,6 +225,15 @@ class LiveBenchResult:
                 for row in out:
                     out[row] += r.counts[row]
         return out
+
+    def cache_line(self) -> str | None:
+        """How many folds the cache gave and how many trained (None: no cache)."""
+        if self.config.cache is None:
+            return None
+        folds = sum(len(recipe) for recipe in self.chosen.values())
+        trained = folds - self.folds_from_cache
+        return (f"--cache {self.config.cache}: {self.folds_from_cache} of {folds} folds read from it, "
+                + (f"{trained} trained and kept there" if trained else "none trained"))
 
     @property
     def mean_map(self) -> float:
@@ -441,7 +452,7 @@ def run_live_bench(config: LiveBenchConfig, progress: bool = True) -> LiveBenchR
                                           np.concatenate([one_hot(r.recording.labels, classes) for r in mine]),
                                           (0,))[0]
     return LiveBenchResult(config, data, results, maps, time.perf_counter() - started, chosen, validation, replays,
-                           graphs)
+                           graphs, sum(outcome.from_cache for outcome in done))
 
 
 def split_fold(recordings: Sequence[LiveRecording], fold_of: Sequence[int], fold: int
@@ -486,6 +497,7 @@ class FoldOutcome:
             recording.
         validation: the fold's validation runs (`tgml.bench.live.selection`).
         kept_epoch: the detector's kept epoch.
+        from_cache: its training was read from the cache, nothing trained.
     """
 
     graph: dict[str, Any]
@@ -493,6 +505,18 @@ class FoldOutcome:
     test: list[list[tuple[str, DetectorRun]]]
     validation: list[ValidationRun]
     kept_epoch: int
+    from_cache: bool
+
+
+def entry_stamp(entry: Path | None) -> tuple[int, ...] | None:
+    """What identifies a fold's cache entry as a file now (None: no cache, or no entry yet): the same before and after
+    `fold_entry` when it read the entry and trained nothing (an entry trained, or one that gained its observed graphs,
+    is written anew, atomically: another file)."""
+    try:
+        found = entry.stat() if entry is not None else None
+    except OSError:
+        return None
+    return None if found is None else (found.st_ino, found.st_mtime_ns, found.st_size)
 
 
 @contextmanager
@@ -531,8 +555,14 @@ def fold_job(
     torch.set_num_threads(1)  # one core per job: two jobs share two cores better than two threads per job
     train, test = split_fold(recordings, fold_of, fold)
     with fold_named(recipe.scenario, fold, config.folds, train):
+        entry = (config.cache / fold_key(recipe.scenario, fold, train, test, settings.train, config.seed,
+                                         DEFAULT_LEARNER) if config.cache is not None else None)
+        before = entry_stamp(entry)
         trained = fold_entry(recipe, fold, train, test, annotations, settings, config.seed, config.cache,
                              observed="observed" in config.live_graphs)
+        # Said at the end of the run: a cache that missed (edited code or data, other settings) trained in silence,
+        # and a run that took minutes instead of seconds was the only sign.
+        from_cache = before is not None and before == entry_stamp(entry)
         fitting = [r for r in train if r.recording_id not in trained.validation_outputs]
         # The graphs the chain may check against (test, validation); the observed ones are the learned ones as they
         # are where the fold had too few recordings for them.
@@ -569,7 +599,7 @@ def fold_job(
                     run = dataclasses.replace(run, outputs=np.zeros((0, run.outputs.shape[1]), np.float32))
                     validation.append(ValidationRun(recipe.scenario, fold, r.annotation, r.error_free, names, run,
                                                     val_graphs, index))
-        return FoldOutcome(trained.graph, checked, tests, validation, trained.kept_epoch)
+        return FoldOutcome(trained.graph, checked, tests, validation, trained.kept_epoch, from_cache)
 
 
 def fuse_outputs(prior: PositionPrior, outputs: np.ndarray, classes: int, weight: float) -> np.ndarray:

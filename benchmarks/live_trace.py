@@ -116,14 +116,26 @@ def main(argv: list[str] | None = None) -> int:
     by_id = {r.recording_id: r for r in data.recordings}
     recall: Counter[tuple[str, ...]] = Counter()
     sources: Counter[str] = Counter()
-    for recording in recordings:
-        live = by_id.get(recording["recording_id"])
-        if live is None:
-            print(f"error: {args.run}: recording {recording['recording_id']!r} is not in {data.features_dir}",
-                  file=sys.stderr)
-            return 2
-        recall.update(recall_trace(recording, live.annotation, data.recipes[live.recipe].ground_truth))
-        sources.update(alert_sources(recording, live.annotation))
+    try:
+        for recording in recordings:
+            live = by_id.get(recording["recording_id"])
+            if live is None:
+                # The run's own folder is in its JSON: a run on --features mine/ traced against the data set's
+                # folder stopped here without saying which folder to give.
+                read = run.get("settings", {}).get("features_dir") if isinstance(run, dict) else None
+                hint = (f" (the run read {read}: give it with --features)"
+                        if isinstance(read, str) and Path(read).resolve() != data.features_dir.resolve() else "")
+                raise InputError(f"{args.run}: recording {recording['recording_id']!r} is not in "
+                                 f"{data.features_dir}{hint}")
+            recall.update(recall_trace(recording, live.annotation, data.recipes[live.recipe].ground_truth))
+            sources.update(alert_sources(recording, live.annotation))
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError) as err:  # an edited or cut file: a traceback named no file
+        what = f"an entry without key {err}" if isinstance(err, KeyError) else str(err)
+        print(f"error: {args.run}: not the JSON of `tgml bench-live --json` ({what})", file=sys.stderr)
+        return 2
     print(f"Order Error steps, traced ({sum(recall.values())}; hand-made graphs):")
     for labels, count in sorted(recall.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"{count:5d}  " + "; ".join(label for label in labels if label))

@@ -834,6 +834,40 @@ def test_perfect_features_copy_each_recording_with_its_annotated_class_in_every_
     assert again.returncode == 2 and again.stderr.startswith(f"error: --out {features}: the features folder it reads")
 
 
+def test_live_trace_says_which_features_folder_the_run_read_and_refuses_a_cut_run_in_one_line(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # benchmarks/live_trace.py on a run over --features mine/: "recording ... is not in <the data set's folder>" did
+    # not say which folder to give; an alert without its "retracted" flag (a file edited or cut) was a traceback.
+    import subprocess
+    import sys
+
+    features = subset(data_dir, tmp_path, 3)
+    kept = sorted(path.stem for path in features.glob("*.npy"))
+    script = str(Path(__file__).parents[3] / "benchmarks" / "live_trace.py")
+    mine = tmp_path / "mine"
+    run = {"settings": {"features_dir": str(mine)},
+           "recordings": [{"recording_id": "10_16", "recipe": "pinwheels", "recognised": [], "alerts": [],
+                           "never_done": []}]}
+    path = tmp_path / "live.json"
+    path.write_text(json.dumps(run))
+    command = [sys.executable, script, str(path), "--data", str(data_dir), "--features", str(features)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stderr == (f"error: {path}: recording '10_16' is not in {features} (the run "
+                                                    f"read {mine}: give it with --features)\n"), done.stderr
+    alert = {"step": "x", "missing": [], "time": 1.0, "probability": 1.0}  # no "retracted"
+    run["recordings"] = [{"recording_id": kept[0], "recipe": RECIPE, "recognised": [], "alerts": [alert],
+                          "never_done": []}]
+    path.write_text(json.dumps(run))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stderr == (f"error: {path}: not the JSON of `tgml bench-live --json` (an "
+                                                    "entry without key 'retracted')\n"), done.stderr
+    alert["retracted"] = False
+    path.write_text(json.dumps(run))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Alerts by what was true at their time (1):" in done.stdout, done.stderr
+
+
 def test_the_offline_screen_scores_a_forwards_and_a_two_way_model_on_the_benchmarks_folds(
     data_dir: Path, tmp_path: Path
 ) -> None:

@@ -227,6 +227,7 @@ def run_jobs(
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+    from rich.table import Column
     from rich.text import Text
 
     processes = worker_count(workers, len(arguments))
@@ -234,9 +235,13 @@ def run_jobs(
     plain = progress and not console.is_terminal
     rows_shown = progress and not plain
     started = time.monotonic()
-    # The jobs' bar counts jobs (3/18), a job's row the share of its phase done (nothing where it counts none).
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"), TimeElapsedColumn())
-    with Progress(*columns, disable=not rows_shown, transient=True, console=console) as bar:
+    # The jobs' bar counts jobs (3/18), a job's row the share of its phase done (nothing where it counts none). The
+    # words give way on a narrow terminal, cut with an ellipsis: at 80 columns a row's phase pushed its bar, count and
+    # time off the line.
+    columns = (TextColumn("{task.description}", table_column=Column(ratio=2, no_wrap=True, overflow="ellipsis")),
+               BarColumn(bar_width=None, table_column=Column(ratio=1)), TextColumn("{task.fields[count]}"),
+               TimeElapsedColumn())
+    with Progress(*columns, disable=not rows_shown, transient=True, console=console, expand=True) as bar:
         task = bar.add_task(label, total=len(arguments), count=f"0/{len(arguments)}")
         rows: dict[int, tuple[TaskID, str]] = {}  # job index -> its row and the phase it shows
         finished: set[int] = set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -112,6 +113,43 @@ def test_what_a_job_in_a_worker_reports_is_drawn_as_its_own_row_under_the_bar(tm
         os.close(master)
     assert b"kit fold 0: training its detector" in drawn and b"25%" in drawn, drawn[-2000:]
     assert (run.returncode, out) == (0, b"['a', 'b']\n")
+
+
+LONG_PHASE_SCRIPT = REPORTING_SCRIPT.replace(
+    '"training its detector"',
+    '"learning its validation graph, its detector over its recordings, then its observed pre-conditions"')
+
+
+def test_on_an_80_column_terminal_a_long_phase_is_cut_and_its_rows_share_and_time_stay_on_the_line(
+    tmp_path: Path,
+) -> None:
+    # bench-live's phases are long: at 80 columns the words pushed the row's bar, share and elapsed time off the line.
+    script, go = tmp_path / "reporting.py", tmp_path / "go"
+    script.write_text(LONG_PHASE_SCRIPT)
+    master, slave = pty.openpty()
+    run = subprocess.Popen([sys.executable, str(script), str(go)], stdin=slave, stdout=subprocess.PIPE, stderr=slave,
+                           env={k: v for k, v in os.environ.items() if k not in ("TERM", "NO_COLOR")}
+                           | {"COLUMNS": "80", "TERM": "xterm"})
+    os.close(slave)
+    drawn = b""
+
+    def rows() -> list[bytes]:
+        return [line for line in re.split(rb"[\r\n]+", drawn) if b"kit fold 0: learning" in line]
+
+    try:
+        deadline = time.monotonic() + 120
+        while not any(b"25%" in row for row in rows()) and time.monotonic() < deadline and run.poll() is None:
+            if select.select([master], [], [], 1.0)[0]:
+                drawn += os.read(master, 65536)
+        go.touch()
+        out, _ = run.communicate(timeout=120)
+    finally:
+        os.close(master)
+    assert (run.returncode, out) == (0, b"['a', 'b']\n")
+    row = next((row for row in rows() if b"25%" in row), None)
+    assert row is not None, drawn[-2000:]
+    text = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", row).decode()
+    assert "\u2026" in text and re.search(r"25% 0:00:\d\d\s*$", text), text
 
 
 PHASES_SCRIPT = '''

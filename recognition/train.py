@@ -47,7 +47,7 @@ from rich.text import Text
 
 from graphs.common.consoles import table_console
 from graphs.common.errors import InputError, print_warning
-from graphs.common.file_kinds import ZIP_MAGIC
+from graphs.common.file_kinds import VIDEO_SUFFIXES, ZIP_MAGIC
 from graphs.common.files import check_output, not_a_folder, output_start, read_json
 from graphs.common.interrupts import signals_deferred
 from graphs.common.options import MAX_FPS, THREADS_PER_CORE, max_threads
@@ -98,9 +98,6 @@ MAX_SECONDS = 3600.0  # longest window or lag in seconds a config may ask for (a
 # already 4 GB of one batch.
 MAX_BATCH = 4096
 OFF_AT_ZERO = Bound(0, 100, note="0: off")
-# The video endings recognition-features reads (streaming.offline.features.VIDEO_SUFFIXES, a floor above this one): a
-# folder of them given as --features is footage whose features are still to be extracted.
-VIDEO_ENDINGS: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
 
 
 @dataclass(frozen=True)
@@ -380,7 +377,7 @@ def _videos_of(folder: Path) -> Path | None:
     """The folder of videos that ``folder`` is or holds as ``videos/`` (None: neither holds a video file)."""
     for candidate in (folder, folder / "videos"):
         try:
-            if any(entry.suffix.lower() in VIDEO_ENDINGS and entry.is_file() for entry in candidate.iterdir()):
+            if any(entry.suffix.lower() in VIDEO_SUFFIXES and entry.is_file() for entry in candidate.iterdir()):
                 return candidate
         except OSError:  # not there or unreadable: no videos known
             continue

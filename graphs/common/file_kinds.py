@@ -15,6 +15,8 @@ from typing import IO, Any, Final
 # How the binary files the commands read begin: a torch checkpoint is a zip archive (as is an .npz), an array np.save.
 ZIP_MAGIC: Final = b"PK\x03\x04"
 NPY_MAGIC: Final = b"\x93NUMPY"
+# The video endings the commands read (recognition-features, eval) and name a folder of videos by.
+VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
 
 # The task graph's file format (`graphs.task_graph`, which imports it from here: the shapes of the files are this
 # module's, and the loaders below it ask it).

@@ -37,6 +37,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from graphs.annotations import Video, choose_scenario, load_annotations, time_order
 from graphs.common.errors import InputError, print_note, print_warning
+from graphs.common.file_kinds import VIDEO_SUFFIXES
 from graphs.common.files import (
     FILE_NAME_RULE,
     check_output,
@@ -88,7 +89,7 @@ from streaming.readers import (
     usable_header,
 )
 
-VIDEO_SUFFIXES: Final = (".mp4", ".avi", ".mkv", ".mov", ".webm")
+
 # Every spelling of each ending, as written first: a case-insensitive file system (macOS's) finds run1.Mp4 as
 # run1.mp4, and Linux found only .mp4 and .MP4, so the same folder held the video on one and no video on the other
 # (said "no video file", and named by no warning: its name without the ending is an annotated one).

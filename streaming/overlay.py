@@ -46,14 +46,17 @@ class OverlayState:
 
     names: dict[int, str] = field(default_factory=dict)
     current: tuple[str, float] | None = None  # step name and probability; None: background
-    done: list[str] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)  # each step once, in the order first done
     alerts: list[tuple[float, Alert]] = field(default_factory=list)
     retracted: dict[str, Retraction] = field(default_factory=dict)
 
     def apply(self, message: Message, now: float) -> None:
         """Fold a checker message in (key-steps, alerts, retractions), at video time ``now``."""
         if isinstance(message, StepEvent):
-            self.done.append(message.step_name)
+            # Done is a set of steps, in the order first done, as the checker's status and the view list it: a step
+            # recognised twice filled the band with "lay_photo, open_box, lay_photo, open_box".
+            if message.step_name not in self.done:
+                self.done.append(message.step_name)
         elif isinstance(message, Alert) and all(a.alert_id != message.alert_id for _, a in self.alerts):
             self.alerts.append((now, message))
         elif isinstance(message, Retraction):

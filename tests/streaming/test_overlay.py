@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
-from streaming.messages import Alert
+from streaming.messages import Alert, StepEvent
 from streaming.overlay import ALERT_RED, MARGIN, OverlayState, _lines, _scale, band_height, draw_overlay
 
 
@@ -52,3 +52,14 @@ def test_a_step_name_longer_than_a_line_is_cut_after_its_underscores() -> None:
     assert wrapped == ["MISTAKE: boil_water before", "fill_the_electric_kettle_with_", "cold_tap_water"]
     assert all(cv2.getTextSize(line, cv2.FONT_HERSHEY_SIMPLEX, _scale(160), 1)[0][0] <= 160 - 2 * MARGIN
                for line in wrapped)
+
+
+def test_a_step_recognised_again_is_listed_done_once_in_the_order_first_done() -> None:
+    # The band's "done:" took every key-step event: two steps each recognised twice read "lay_photo, open_box,
+    # lay_photo, open_box", where the view and the checker's status list each step once.
+    state = OverlayState()
+    ids = {"lay_photo": 3, "open_box": 0, "add_coins": 2}
+    for k, name in enumerate(["lay_photo", "open_box", "lay_photo", "open_box", "add_coins"]):
+        state.apply(StepEvent("cam0", k + 1, 1.0 + k, ids[name], name, 2.0 * k, 2.0 * k + 1, 0.9, k, run="s"),
+                    float(k))
+    assert state.done == ["lay_photo", "open_box", "add_coins"]

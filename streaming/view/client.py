@@ -371,7 +371,9 @@ def run_view(
     ctx = zmq.Context()
 
     def warn(line: str) -> None:
-        if log is not None:
+        if isinstance(log, ServiceLog):  # "warning: view: ..." as the dashboard's and the checker's warnings read
+            log.warning(line)
+        elif log is not None:
             log(line, "warning")
         else:
             print(line, file=err, flush=True)

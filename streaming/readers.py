@@ -442,6 +442,26 @@ def sample_indices(n_source: int, source_fps: float, fps: float) -> np.ndarray:
     return idx[idx < n_source]
 
 
+def frames_read_again(spec: str, source_fps: float | None, fps: float) -> str | None:
+    """The warning on a file whose own frame rate is below the detector's: `sample_indices` then hands some of its
+    frames over more than once, and the detector, which learned its steps from frames ``1 / fps`` apart, sees the same
+    one again (``recognition-features`` says the same of a folder it extracts; the live run said nothing).
+
+    Args:
+        spec: the ``--video`` value.
+        source_fps: the file's own rate (None: a live source, which is read as it comes).
+        fps: the detector's rate.
+
+    Returns:
+        One line without its ``warning:``; None when the file's rate reaches ``fps`` (or is unknown).
+    """
+    if source_fps is None or source_fps >= fps * (1 - 1e-6):  # a 29.97 fps file at 29.97 is not "below"
+        return None
+    return (f"--video {spec}: {source_fps:g} frames a second, below the detector's {fps:g}: each frame is read up to "
+            f"{math.ceil(fps / source_fps - 1e-6)} times over (the detector learned from frames 1/{fps:g} s apart); a "
+            f"detector trained at {source_fps:g} fps or less reads each frame once")
+
+
 # What a decoder, an allocator or a system call says when the memory ran out (OpenCV's cv::Exception, a GPU's or the
 # CPU allocator's RuntimeError, MPS's): the host's fault, never the video's, and no bug of the project.
 # The last, "builtins.MemoryError: ...", is how a MemoryError raised inside a TorchScript module comes out of it (a

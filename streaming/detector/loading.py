@@ -28,7 +28,7 @@ from streaming.devices import resolve_device
 from streaming.extractors import FeatureExtractor, make_extractor
 from streaming.feature_files import FeatureFileReader, is_feature_file, load_detector_for_features
 from streaming.messages import MAX_STREAM_ID, STREAM_ID_RULE, is_stream_id
-from streaming.readers import VideoReader, open_reader, source_identity
+from streaming.readers import VideoReader, frames_read_again, open_reader, source_identity
 
 
 def detector_for_graph(
@@ -467,6 +467,9 @@ def open_videos(sources: Sequence[StreamSource], fps: float,
             config = replace(source.reader, fps=fps)
             readers.append(FeatureFileReader(source.video, config) if is_feature_file(source.video)
                            else open_reader(resolve_video(source.video), config, warn))
+            slow = frames_read_again(source.video, readers[-1].source_fps, fps)
+            if slow is not None:
+                warn(slow)
     except BaseException:
         for reader in readers:
             reader.close()

@@ -813,3 +813,24 @@ def test_a_user_backbone_that_outputs_infinity_mid_stream_is_named(
     line = cli_error(main, ["--video", "demo", "--fast", "--jsonl", "--detector", str(detector),
                             "--backbone", str(backbone)], capsys)
     assert line.startswith(f"error: --backbone {backbone}: its features hold NaN or infinity")
+
+
+def test_a_video_slower_than_the_detectors_rate_is_warned_of_and_still_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A 2 fps video given to a 5 fps detector had each frame read two or three times over, without a word (as
+    # recognition-features says of a folder it extracts).
+    import cv2
+    import numpy as np
+
+    clip = tmp_path / "slow.mp4"
+    writer = cv2.VideoWriter(str(clip), cv2.VideoWriter.fourcc(*"mp4v"), 2.0, (64, 48))
+    assert writer.isOpened()
+    for k in range(8):
+        writer.write(np.full((48, 64, 3), 30 * k, np.uint8))
+    writer.release()
+    assert main(["--video", str(clip), "--graph", str(GRAPH), "--detector", str(DETECTOR), "--fast", "--jsonl"]) == 0
+    err = capsys.readouterr().err
+    assert (f"warning: --video {clip}: 2 frames a second, below the detector's 5: each frame is read up to 3 times "
+            "over (the detector learned from frames 1/5 s apart); a detector trained at 2 fps or less reads each frame "
+            "once") in err, err

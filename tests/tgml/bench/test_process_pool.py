@@ -91,28 +91,40 @@ if __name__ == "__main__":
 '''
 
 
-def test_what_a_job_in_a_worker_reports_is_drawn_as_its_own_row_under_the_bar(tmp_path: Path) -> None:
-    # The bar counts finished jobs only: bench-live's stood at 0/18 for the two minutes its first folds trained.
+def drawn_in_terminal(script_text: str, tmp_path: Path, columns: int,
+                      seen: Callable[[bytes], bool]) -> tuple[bytes, int, bytes]:
+    """Run a reporting script on a terminal of ``columns`` until ``seen(what it drew)``, then let its jobs end.
+
+    Returns:
+        What it drew on the terminal, its exit status and its standard output.
+    """
     script, go = tmp_path / "reporting.py", tmp_path / "go"
-    script.write_text(REPORTING_SCRIPT)
+    script.write_text(script_text)
     master, slave = pty.openpty()
     run = subprocess.Popen([sys.executable, str(script), str(go)], stdin=slave, stdout=subprocess.PIPE, stderr=slave,
                            env={k: v for k, v in os.environ.items() if k not in ("TERM", "NO_COLOR")}
-                           | {"COLUMNS": "120", "TERM": "xterm"})
+                           | {"COLUMNS": str(columns), "TERM": "xterm"})
     os.close(slave)
     drawn = b""
     try:
         deadline = time.monotonic() + 120
-        while not all(row in drawn for row in (b"kit fold 0: training its detector", b"kit fold 1: training")) \
-                and time.monotonic() < deadline and run.poll() is None:
+        while not seen(drawn) and time.monotonic() < deadline and run.poll() is None:
             if select.select([master], [], [], 1.0)[0]:
                 drawn += os.read(master, 65536)
         go.touch()
         out, _ = run.communicate(timeout=120)
     finally:
         os.close(master)
+    return drawn, run.returncode, out
+
+
+def test_what_a_job_in_a_worker_reports_is_drawn_as_its_own_row_under_the_bar(tmp_path: Path) -> None:
+    # The bar counts finished jobs only: bench-live's stood at 0/18 for the two minutes its first folds trained.
+    drawn, status, out = drawn_in_terminal(
+        REPORTING_SCRIPT, tmp_path, 120,
+        lambda drawn: all(row in drawn for row in (b"kit fold 0: training its detector", b"kit fold 1: training")))
     assert b"kit fold 0: training its detector" in drawn and b"25%" in drawn, drawn[-2000:]
-    assert (run.returncode, out) == (0, b"['a', 'b']\n")
+    assert (status, out) == (0, b"['a', 'b']\n")
 
 
 LONG_PHASE_SCRIPT = REPORTING_SCRIPT.replace(
@@ -120,33 +132,20 @@ LONG_PHASE_SCRIPT = REPORTING_SCRIPT.replace(
     '"learning its validation graph, its detector over its recordings, then its observed pre-conditions"')
 
 
+def rows_of(drawn: bytes, name: bytes) -> list[bytes]:
+    """The lines drawn that name ``name``."""
+    return [line for line in re.split(rb"[\r\n]+", drawn) if name in line]
+
+
 def test_on_an_80_column_terminal_a_long_phase_is_cut_and_its_rows_share_and_time_stay_on_the_line(
     tmp_path: Path,
 ) -> None:
     # bench-live's phases are long: at 80 columns the words pushed the row's bar, share and elapsed time off the line.
-    script, go = tmp_path / "reporting.py", tmp_path / "go"
-    script.write_text(LONG_PHASE_SCRIPT)
-    master, slave = pty.openpty()
-    run = subprocess.Popen([sys.executable, str(script), str(go)], stdin=slave, stdout=subprocess.PIPE, stderr=slave,
-                           env={k: v for k, v in os.environ.items() if k not in ("TERM", "NO_COLOR")}
-                           | {"COLUMNS": "80", "TERM": "xterm"})
-    os.close(slave)
-    drawn = b""
-
-    def rows() -> list[bytes]:
-        return [line for line in re.split(rb"[\r\n]+", drawn) if b"kit fold 0: learning" in line]
-
-    try:
-        deadline = time.monotonic() + 120
-        while not any(b"25%" in row for row in rows()) and time.monotonic() < deadline and run.poll() is None:
-            if select.select([master], [], [], 1.0)[0]:
-                drawn += os.read(master, 65536)
-        go.touch()
-        out, _ = run.communicate(timeout=120)
-    finally:
-        os.close(master)
-    assert (run.returncode, out) == (0, b"['a', 'b']\n")
-    row = next((row for row in rows() if b"25%" in row), None)
+    name = b"kit fold 0: learning"
+    drawn, status, out = drawn_in_terminal(LONG_PHASE_SCRIPT, tmp_path, 80,
+                                           lambda drawn: any(b"25%" in row for row in rows_of(drawn, name)))
+    assert (status, out) == (0, b"['a', 'b']\n")
+    row = next((row for row in rows_of(drawn, name) if b"25%" in row), None)
     assert row is not None, drawn[-2000:]
     text = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", row).decode()
     assert "\u2026" in text and re.search(r"25% 0:00:\d\d\s*$", text), text

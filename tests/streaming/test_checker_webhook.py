@@ -123,7 +123,11 @@ def test_a_receiver_that_fails_is_counted_and_logged_while_the_checker_serves_on
             sock.close()
         failing.close()
         gone.close()
-        assert len(server.bodies) == 2  # type: ignore[attr-defined]  # the first try and one retry
+        # The first try and one retry. It once found 4 on a loaded CI machine, not reproduced since: what each POST
+        # was is said, to tell a second alert from a third try.
+        posted = [{k: json.loads(body).get(k) for k in ("kind", "alert_id", "step", "replayed", "seq")}
+                  for _, body in server.bodies]  # type: ignore[attr-defined]
+        assert len(posted) == 2, (posted, lines)
     assert service.core.streams["kitchen"].alerts == 1
     assert len(lines) == 2 and {line.split(": 1 message(s)")[0] for line in lines} == {f"webhook {_url(server)}",
                                                                                        f"webhook {dead}"}

@@ -67,7 +67,6 @@ from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel
 from recognition.metrics import frame_map
 from recognition.position_prior import PositionPrior, fit_position_prior
-from tgml.bench.live.cache import fold_key
 from tgml.bench.live.chain import ChainRun, DetectorRun, check_stream, segment_outputs
 from tgml.bench.live.detector import LiveDetectorSettings, calibrate, one_hot
 from tgml.bench.live.fold_training import fold_detector_settings, fold_entry
@@ -508,17 +507,6 @@ class FoldOutcome:
     from_cache: bool
 
 
-def entry_stamp(entry: Path | None) -> tuple[int, ...] | None:
-    """What identifies a fold's cache entry as a file now (None: no cache, or no entry yet): the same before and after
-    `fold_entry` when it read the entry and trained nothing (an entry trained, or one that gained its observed graphs,
-    is written anew, atomically: another file)."""
-    try:
-        found = entry.stat() if entry is not None else None
-    except OSError:
-        return None
-    return None if found is None else (found.st_ino, found.st_mtime_ns, found.st_size)
-
-
 @contextmanager
 def fold_named(recipe: str, fold: int, folds: int, train: Sequence[LiveRecording]) -> Iterator[None]:
     """An `InputError` raised inside names the fold and its training recordings: "no validation video shows an
@@ -555,14 +543,10 @@ def fold_job(
     torch.set_num_threads(1)  # one core per job: two jobs share two cores better than two threads per job
     train, test = split_fold(recordings, fold_of, fold)
     with fold_named(recipe.scenario, fold, config.folds, train):
-        entry = (config.cache / fold_key(recipe.scenario, fold, train, test, settings.train, config.seed,
-                                         DEFAULT_LEARNER) if config.cache is not None else None)
-        before = entry_stamp(entry)
-        trained = fold_entry(recipe, fold, train, test, annotations, settings, config.seed, config.cache,
-                             observed="observed" in config.live_graphs)
-        # Said at the end of the run: a cache that missed (edited code or data, other settings) trained in silence,
-        # and a run that took minutes instead of seconds was the only sign.
-        from_cache = before is not None and before == entry_stamp(entry)
+        # Whether the cache gave it is said at the end of the run: a cache that missed (edited code or data, other
+        # settings) trained in silence, and a run that took minutes instead of seconds was the only sign.
+        trained, from_cache = fold_entry(recipe, fold, train, test, annotations, settings, config.seed, config.cache,
+                                         observed="observed" in config.live_graphs)
         fitting = [r for r in train if r.recording_id not in trained.validation_outputs]
         # The graphs the chain may check against (test, validation); the observed ones are the learned ones as they
         # are where the fold had too few recordings for them.

@@ -64,9 +64,13 @@ def train_fold(recipe: Recipe, train: list[LiveRecording], test: list[LiveRecord
 
 def fold_entry(recipe: Recipe, fold: int, train: list[LiveRecording], test: list[LiveRecording],
                annotations: Annotations, settings: LiveDetectorSettings, seed: int, cache: Path | None,
-               observed: bool) -> TrainedFold:
+               observed: bool) -> tuple[TrainedFold, bool]:
     """A fold's entry: read from ``cache`` when it holds it, else trained (`train_fold`) and kept there; with
     ``observed``, its observed pre-conditions too (`tgml.bench.live.observed`), added to an entry that lacks them.
+
+    Returns:
+        The entry, and whether the cache gave it whole (nothing trained here: neither the fold nor the detectors of
+        its observed pre-conditions).
 
     Raises:
         InputError: a damaged or foreign entry in ``cache`` (`tgml.bench.live.cache.load_fold`).
@@ -77,6 +81,7 @@ def fold_entry(recipe: Recipe, fold: int, train: list[LiveRecording], test: list
                          {r.recording_id: len(r.features) for r in recordings}, len(recipe.class_step_ids),
                          settings.train.model_config(test[0].features.shape[1], len(recipe.class_step_ids)).outputs)
                if cache is not None else None)
+    from_cache = trained is not None
     if trained is None:
         trained = train_fold(recipe, train, test, annotations, settings, seed)
         if cache is not None:
@@ -85,8 +90,9 @@ def fold_entry(recipe: Recipe, fold: int, train: list[LiveRecording], test: list
         fitting = [r for r in train if r.recording_id not in trained.validation_outputs]
         graphs = observed_graphs(recipe, fitting, trained.validation_outputs, TaskGraph.from_dict(trained.graph),
                                  TaskGraph.from_dict(trained.val_graph), settings, seed)
-        if graphs is not None:
+        if graphs is not None:  # None: too few fitting recordings, nothing trained
+            from_cache = False
             trained = dataclasses.replace(trained, observed=graphs)
             if cache is not None:
                 save_fold(cache, key, trained)
-    return trained
+    return trained, from_cache

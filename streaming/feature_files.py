@@ -28,10 +28,10 @@ import torch
 
 from graphs.annotations import Annotations
 from graphs.common.errors import InputError
-from graphs.common.files import not_a_file, read_json
+from graphs.common.files import not_a_file
 from graphs.common.safe_text import count_of, first_few, near_name_hint, unicode_form_hint
 from recognition.checkpoint import DetectorCheckpoint, load_detector
-from recognition.feature_folders import SPLIT_FILE, copy_of
+from recognition.feature_folders import SPLIT_FILE, copy_of, load_split
 from recognition.feature_import import (
     feature_file_fault,
     feature_files,
@@ -190,15 +190,12 @@ def recorded_rate(path: Path) -> tuple[float, Path] | None:
     if not path.parent.name.startswith("rgb_") or not split.is_file():
         return None
     try:
-        raw = read_json(split, "split file")
+        stored = load_split(split)
     except InputError:  # the folder's own damage, said by the commands that read the folder; here nothing is known
         return None
-    if not isinstance(raw, dict) or path.parent.name != f"rgb_{raw.get('feature_extractor')}":
+    if stored.fps is None or path.parent.name != f"rgb_{stored.feature_extractor}":
         return None
-    fps = raw.get("fps")
-    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps < float("inf"):
-        return None
-    return float(fps), split
+    return stored.fps, split
 
 
 def check_recorded_rate(path: Path, checkpoint: DetectorCheckpoint, detector: str, name: str = "") -> None:

@@ -9,8 +9,8 @@ the JSON-shaped names of the later checks (``annotations['v'].segments[3]``) poi
 
 The scenario is `DEFAULT_SCENARIO` unless a ``scenario`` column names it: not the file's name, which a copy renames
 (a detector trained from ``labels.csv`` was then refused beside a graph learned from its copy ``eggs.csv``). Step ids
-are the step names in sorted order, so two tables of the same steps (one for the detector, one for the graph) number
-them alike whatever order their rows come in.
+are the step names in sorted order, numbers by their value (`step_order`), so two tables of the same steps (one for
+the detector, one for the graph) number them alike whatever order their rows come in.
 """
 
 from __future__ import annotations
@@ -263,13 +263,21 @@ def read_annotation_table(path: str | Path, check_times: bool = True) -> dict[st
         raise InputError(f"{path} line {line}: not a table this can read ({err})") from None
     if not table.videos:
         raise InputError(f"{path}: no segment rows (expected one row per segment: {','.join(COLUMNS)})")
-    taxonomy = {scenario: {str(k): {"id": k, "name": name} for k, name in enumerate(sorted(names))}
+    taxonomy = {scenario: {str(k): {"id": k, "name": name} for k, name in enumerate(sorted(names, key=step_order))}
                 for scenario, names in table.steps.items()}
     ids = {scenario: {entry["name"]: entry["id"] for entry in steps.values()} for scenario, steps in taxonomy.items()}
     for record in table.videos.values():
         for seg in record["segments"]:
             seg["step_id"] = ids[record["scenario"]][seg["step_name"]]
     return {"taxonomy": taxonomy, "annotations": table.videos}
+
+
+def step_order(name: str) -> tuple[tuple[tuple[int, int | str], ...], str]:
+    """The sort key of a step name: its runs of digits compared as numbers, so ``step2`` comes before ``step10`` (as
+    strings ``step10`` came first, and a table of numbered steps listed them 1, 10, 11, 2); the name itself breaks a
+    tie (``cut01`` and ``cut1``), so the order stays total."""
+    runs = re.split(r"(\d+)", name)
+    return tuple((0, int(run)) if k % 2 else (1, run) for k, run in enumerate(runs) if run), name
 
 
 def _one_typo_apart(a: str, b: str) -> bool:

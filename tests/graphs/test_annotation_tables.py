@@ -46,6 +46,14 @@ def test_a_table_reads_as_the_json_of_the_same_segments(tmp_path: Path) -> None:
     assert not any(flag for v in ann.videos.values() for flag in v.has_errors)
 
 
+def test_numbered_steps_are_numbered_in_their_numbers_order(tmp_path: Path) -> None:
+    # A labelling tool's "step1" .. "step10": as strings "step10" came second, and every table, graph and list
+    # ordered by step id read 1, 10, 2.
+    rows = [f"run1,step{k},{k},{k + 1}" for k in (10, 2, 1, 9)] + ["run1,cut01,20,21", "run1,cut1,22,23"]
+    ann = load_annotations(write(tmp_path, [HEADER, *rows]))
+    assert list(ann.taxonomy["procedure"].values()) == ["cut01", "cut1", "step1", "step2", "step9", "step10"]
+
+
 @pytest.mark.parametrize("variant", ["no header", "windows line endings", "byte-order mark", "m:ss times",
                                      "h:mm:ss times", "units in the header", "columns in another order",
                                      "semicolons and decimal commas", "tab-separated", "comments and blank lines",

@@ -144,6 +144,18 @@ def running_checker(tmp_path: Path, sinks: Sequence[Any] = (), graph: TaskGraph 
         ctx.destroy(linger=0)
 
 
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port held, never listened on: every connection to it is refused for the block's length.
+
+    A port released before use is free for the next bind: the OS once gave a test's HTTP receiver the port its
+    "nobody listens" webhook had just let go, and the receiver counted that webhook's POSTs as its own (4, not 2).
+    """
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        yield probe.getsockname()[1]
+
+
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0, step: Callable[[], object] | None = None) -> bool:
     """Call ``step`` repeatedly until ``predicate()`` holds or the deadline passes.
 

@@ -30,7 +30,7 @@ from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.cli_errors import cli_error
 from tests.streaming.detector.test_webhook import _alert, _url, receiver
-from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT, running_checker, wait_for
+from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT, refused_port, running_checker, wait_for
 
 MISTAKE = DEMO_EXECUTIONS["mistake"]
 
@@ -103,11 +103,9 @@ def test_a_hanging_receiver_never_holds_back_the_checkers_alerts(tmp_path: Path)
 
 
 def test_a_receiver_that_fails_is_counted_and_logged_while_the_checker_serves_on(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a loopback port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/hook"
     lines: list[str] = []
-    with receiver(status=500) as server:
+    with refused_port() as port, receiver(status=500) as server:
+        dead = f"http://127.0.0.1:{port}/hook"
         failing = WebhookSink(WebhookConfig(_url(server), retries=1, backoff_s=0.01), log=lines.append)
         gone = WebhookSink(WebhookConfig(dead, retries=1, backoff_s=0.01), log=lines.append)
         with running_checker(tmp_path, [failing, gone], status_period_s=0.05) as (ctx, service, _):
@@ -123,8 +121,8 @@ def test_a_receiver_that_fails_is_counted_and_logged_while_the_checker_serves_on
             sock.close()
         failing.close()
         gone.close()
-        # The first try and one retry. It once found 4 on a loaded CI machine, not reproduced since: what each POST
-        # was is said, to tell a second alert from a third try.
+        # The first try and one retry (it once found 4: the receiver had been given the port the dead webhook
+        # released, and took its two POSTs too).
         posted = [{k: json.loads(body).get(k) for k in ("kind", "alert_id", "step", "replayed", "seq")}
                   for _, body in server.bodies]  # type: ignore[attr-defined]
         assert len(posted) == 2, (posted, lines)
@@ -262,11 +260,9 @@ def test_a_checker_webhook_that_is_not_http_is_one_error_line_before_anything_bi
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_a_commands_webhook_logs_what_it_lost_as_warnings_and_sums_up(log_format: str) -> None:
-    with socket.socket() as probe:  # a loopback port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/hook"
     out = io.StringIO()
-    with webhook_sinks(dead, ServiceLog("checker", log_format, out=out)) as sinks:
+    with refused_port() as port, webhook_sinks(dead := f"http://127.0.0.1:{port}/hook",
+                                                ServiceLog("checker", log_format, out=out)) as sinks:
         (sink,) = sinks
         sink.send(_alert())
     failure, summary = out.getvalue().splitlines()  # the block ended: its retries are given up, nothing waits

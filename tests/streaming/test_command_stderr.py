@@ -22,7 +22,7 @@ import zmq
 
 from streaming.messages import Status, encode_payload
 from streaming.transport import Publisher, bind
-from tests.streaming.helpers import STREAM_DETECT, full_pipe, wait_for
+from tests.streaming.helpers import STREAM_DETECT, full_pipe, refused_port, wait_for
 
 pytestmark = pytest.mark.skipif(not Path("/dev/full").exists(), reason="Linux pipes and /dev/full")
 
@@ -55,14 +55,6 @@ def started(command: list[str], mode: str) -> Iterator[subprocess.Popen[bytes]]:
         process.stdout.close()
         for fd in kept:
             os.close(fd)
-
-
-@contextlib.contextmanager
-def refused_port() -> Iterator[int]:
-    """A loopback port held, never listened on: a webhook there fails at each message (a warning line each)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        yield probe.getsockname()[1]
 
 
 @pytest.mark.parametrize("mode", MODES)

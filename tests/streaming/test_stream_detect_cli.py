@@ -28,6 +28,7 @@ from streaming.transport import Publisher, Receiver, connect, subscribe
 from tests.cli_errors import cli_error
 from tests.streaming.helpers import (
     STREAM_DETECT,
+    refused_port,
     running_checker,
     tea_graph,
     wait_for,
@@ -710,7 +711,6 @@ def test_two_sources_with_one_stream_id_or_one_source_twice(tmp_path: Path,
 
 @pytest.mark.parametrize("command", ["checker", "detector"])
 def test_a_metrics_port_in_use(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    import socket
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -774,11 +774,10 @@ def test_the_checker_s_json_lines_name_the_stream_the_refusal_and_the_webhook_co
         finally:
             ctx.destroy(linger=0)
 
-    with socket.socket() as closed:  # a port nothing listens on: the webhook is never reached
-        closed.bind(("127.0.0.1", 0))
-        webhook = f"http://127.0.0.1:{closed.getsockname()[1]}/hook"
-    _, err, status = _checker_until_sigterm(tmp_path, "--log-format", "json", "--webhook", webhook,
-                                            meanwhile=a_stream_and_a_malformed_message)
+    with refused_port() as port:  # the webhook is never reached
+        webhook = f"http://127.0.0.1:{port}/hook"
+        _, err, status = _checker_until_sigterm(tmp_path, "--log-format", "json", "--webhook", webhook,
+                                                meanwhile=a_stream_and_a_malformed_message)
     assert status == 143
     lines = [json.loads(line) for line in err.splitlines()[:-1]]
     change = next(line for line in lines if line["message"].startswith("checker: cam0 new (run "))

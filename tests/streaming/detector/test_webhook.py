@@ -20,7 +20,7 @@ from streaming.detector.sinks import BackgroundSink
 from streaming.detector.webhook import WebhookConfig, WebhookSink, check_webhook_url, webhook_sinks
 from streaming.messages import Alert, Heartbeat
 from streaming.service_log import ServiceLog
-from tests.streaming.helpers import wait_for
+from tests.streaming.helpers import refused_port, wait_for
 
 
 def _alert(index: int = 1) -> Alert:
@@ -134,15 +134,13 @@ def test_a_failure_line_in_the_json_log_carries_its_count_and_reason_as_fields()
 
 
 def test_a_host_that_does_not_answer_is_counted_and_the_log_stays_bounded() -> None:
-    with socket.socket() as probe:  # a loopback port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     lines: list[str] = []
-    sink = WebhookSink(WebhookConfig(f"http://127.0.0.1:{port}/", retries=0), log=lines.append)
-    for k in range(30):
-        sink.send(_alert(k + 1))
-    assert wait_for(lambda: sink.failed == 30)
-    sink.close()
+    with refused_port() as port:
+        sink = WebhookSink(WebhookConfig(f"http://127.0.0.1:{port}/", retries=0), log=lines.append)
+        for k in range(30):
+            sink.send(_alert(k + 1))
+        assert wait_for(lambda: sink.failed == 30)
+        sink.close()
     assert sink.delivered == 0 and len(lines) == 5  # the first five failures, then one line per hundred
 
 

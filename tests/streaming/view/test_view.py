@@ -10,7 +10,6 @@ import pty
 import re
 import select
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -59,6 +58,7 @@ from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
 from tests.streaming.helpers import (
     STREAM_DETECT,
     keystep,
+    refused_port,
     running_checker,
     tea_graph,
     wait_for,
@@ -1219,23 +1219,21 @@ def view_in_a_closed_terminal(new_session: bool) -> subprocess.Popen[bytes]:
     draw) in a pseudo-terminal, which is then closed: every write to it fails with EIO and it is no terminal any more.
     ``new_session``: started in a session of its own, so no SIGHUP can reach it."""
     master, slave = pty.openpty()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    view = subprocess.Popen([*STREAM_DETECT, "view", "--connect", f"tcp://127.0.0.1:{port}", "--demo"],
-                            stdin=slave, stdout=slave, stderr=subprocess.PIPE, start_new_session=new_session,
-                            env={**os.environ, "COLUMNS": "100"})
-    os.close(slave)
-    try:
-        drawn = b""
-        deadline = time.monotonic() + 60
-        while b"not answering" not in drawn and time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if ready:
-                drawn += os.read(master, 65536)
-        assert b"not answering" in drawn
-    finally:
-        os.close(master)
+    with refused_port() as port:
+        view = subprocess.Popen([*STREAM_DETECT, "view", "--connect", f"tcp://127.0.0.1:{port}", "--demo"],
+                                stdin=slave, stdout=slave, stderr=subprocess.PIPE, start_new_session=new_session,
+                                env={**os.environ, "COLUMNS": "100"})
+        os.close(slave)
+        try:
+            drawn = b""
+            deadline = time.monotonic() + 60
+            while b"not answering" not in drawn and time.monotonic() < deadline:
+                ready, _, _ = select.select([master], [], [], 1.0)
+                if ready:
+                    drawn += os.read(master, 65536)
+            assert b"not answering" in drawn
+        finally:
+            os.close(master)
     return view
 
 

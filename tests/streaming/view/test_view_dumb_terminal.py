@@ -11,11 +11,10 @@ import os
 import pty
 import re
 import signal
-import socket
 import subprocess
 import time
 
-from tests.streaming.helpers import STREAM_DETECT, drain_terminal
+from tests.streaming.helpers import STREAM_DETECT, drain_terminal, refused_port
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 ALERT_LINE = re.compile(r"^\d\d:\d\d:\d\d cam0 MISTAKE boil_water before fill_kettle \(.+; P mistake \d\.\d\d\)$",
@@ -49,26 +48,25 @@ def test_a_dumb_terminal_is_told_each_step_and_alert_as_a_line_as_it_comes_then_
 
 def test_on_a_dumb_terminal_a_view_says_in_a_line_that_its_checker_is_not_answering() -> None:
     # The screen that says so is not drawn there: the view waited on a checker that was not there without a word.
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    master, slave = pty.openpty()
-    view = subprocess.Popen([*STREAM_DETECT, "view", "--connect", f"tcp://127.0.0.1:{port}", "--demo"], stdin=slave,
-                            stdout=slave, stderr=slave, env={**os.environ, "TERM": "dumb", "COLUMNS": "80"})
-    os.close(slave)
-    reader, shown = drain_terminal(master)
-    try:
-        deadline = time.monotonic() + 60
-        while b"not answering" not in shown and time.monotonic() < deadline and view.poll() is None:
-            time.sleep(0.05)
-        view.send_signal(signal.SIGINT)
-        view.wait(timeout=30)
-        reader.join(30.0)
-    finally:
-        if view.poll() is None:
-            view.kill()
-            view.wait(10)
-        os.close(master)
+    with refused_port() as port:
+        master, slave = pty.openpty()
+        view = subprocess.Popen([*STREAM_DETECT, "view", "--connect", f"tcp://127.0.0.1:{port}", "--demo"],
+                                stdin=slave, stdout=slave, stderr=slave,
+                                env={**os.environ, "TERM": "dumb", "COLUMNS": "80"})
+        os.close(slave)
+        reader, shown = drain_terminal(master)
+        try:
+            deadline = time.monotonic() + 60
+            while b"not answering" not in shown and time.monotonic() < deadline and view.poll() is None:
+                time.sleep(0.05)
+            view.send_signal(signal.SIGINT)
+            view.wait(timeout=30)
+            reader.join(30.0)
+        finally:
+            if view.poll() is None:
+                view.kill()
+                view.wait(10)
+            os.close(master)
     text = ANSI.sub("", bytes(shown).decode(errors="replace")).replace("\r\n", "\n")
     assert view.returncode == 130, text[-2000:]
     said = text.find(f"view: checker at tcp://127.0.0.1:{port} not answering")

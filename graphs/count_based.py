@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
-from graphs.common.errors import InputError
 from graphs.common.settings_files import check_settings
+from graphs.step_positions import first_occurrences, step_positions
 from graphs.task_graph import TaskGraph
 
 if TYPE_CHECKING:  # networkx loads in the functions that run a graph algorithm: its import costs 0.1 s
@@ -66,15 +66,11 @@ def transition_counts(
         int ``(n+2, n+2)`` matrix in ``START, K_1..K_n, END`` order, ``[a, b]`` = #times ``b`` follows ``a``.
     """
     n = len(step_ids)
-    index = {int(s): i + 1 for i, s in enumerate(step_ids)}
     sources: list[np.ndarray] = []
-    for k, seq in enumerate(sequences):
-        unknown = [s for s in seq if int(s) not in index]
-        if unknown:
-            raise InputError(f"training sequence {k}: step id {unknown[0]} is not in the taxonomy")
+    for positions in step_positions(sequences, step_ids, "training sequence"):
         if first_occurrence:
-            seq = list(dict.fromkeys(int(s) for s in seq))
-        sources.append(np.array([0, *(index[int(s)] for s in seq), n + 1], dtype=np.int64))
+            positions = first_occurrences(positions)
+        sources.append(np.concatenate([[0], positions + 1, [n + 1]]))  # START, K_1..K_n, END
     counts = np.zeros((n + 2, n + 2), dtype=np.int64)
     if sources:
         path = np.concatenate([s[:-1] for s in sources]), np.concatenate([s[1:] for s in sources])

@@ -41,6 +41,7 @@ import numpy as np
 from graphs.common.errors import InputError
 from graphs.common.settings_files import check_settings
 from graphs.postprocess import attach_start_end, transitive_reduction
+from graphs.step_positions import step_positions
 from graphs.task_graph import TaskGraph
 
 OBJECTIVES: Final = {"msgi": "accuracy", "msg2": "precision"}
@@ -289,11 +290,7 @@ def eligibility_search_graph(
         The binary DAG (no weights); ``info`` holds the objective and the ``α`` the search settled on.
     """
     config = config or EligibilitySearchConfig()
-    known = {int(s) for s in step_ids}
-    for k, seq in enumerate(sequences):
-        unknown = [s for s in seq if int(s) not in known]
-        if unknown:
-            raise InputError(f"training sequence {k}: step id {unknown[0]} is not in the taxonomy")
+    step_positions(sequences, step_ids, "training sequence")  # refuses an unknown id
     counts = eligibility_counts(sequences, config.unique_executions)
     edges, alpha = search_alpha(counts, config.objective, 1.0 / len(step_ids))
     position = {int(s): i + 1 for i, s in enumerate(step_ids)}  # TaskGraph layout: START, K_1..K_n, END

@@ -37,6 +37,7 @@ from typing import Final, Literal
 import numpy as np
 
 from graphs.common.errors import InputError
+from graphs.step_positions import first_occurrences, step_positions
 from graphs.task_graph import OPTIONAL_THRESHOLD, TaskGraph
 
 Rule = Literal["weighted", "binary"]
@@ -646,13 +647,8 @@ def learn_optional_scores(
     """
     if graph.weights is None:
         raise InputError("optional steps: the graph has no weights, so the likelihood of executions is unknown")
-    position = {s: k + 1 for k, s in enumerate(graph.step_ids)}
-    runs: list[list[int]] = []
-    for k, seq in enumerate(sequences):
-        unknown = [s for s in seq if int(s) not in position]
-        if unknown:
-            raise InputError(f"optional steps: sequence {k}: step id {unknown[0]} is not in the graph")
-        runs.append([position[int(s)] for s in dict.fromkeys(int(s) for s in seq)])
+    runs = [(first_occurrences(positions) + 1).tolist()  # the matrix's rows: START first
+            for positions in step_positions(sequences, graph.step_ids, "optional steps: sequence", "the graph")]
     scores = global_optionality(graph.weights, runs, log_likelihoods)
     return TaskGraph(graph.step_ids, graph.step_names, graph.adjacency, graph.weights, graph.scenario, graph.info,
                      scores)

@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from graphs.common.errors import InputError
 from graphs.postprocess import binarize
 from graphs.procedure_queries import learn_optional_scores
+from graphs.step_positions import step_positions
 from graphs.task_graph import TaskGraph
 from tgml.learners.do.config import DOConfig
 from tgml.learners.do.early_stop import EarlyStopping
@@ -81,14 +82,8 @@ def build_training_set(sequences: Sequence[Sequence[int]], step_ids: Sequence[in
     Returns:
         The `TrainingSet`.
     """
-    position = {int(s): k for k, s in enumerate(step_ids)}
     n = len(step_ids)
-    mapped = []
-    for d, seq in enumerate(sequences):
-        unknown = [s for s in seq if int(s) not in position]
-        if unknown:
-            raise InputError(f"sequence {d}: step id {unknown[0]} is not in the taxonomy")
-        mapped.append([position[int(s)] for s in seq])
+    mapped = [positions.tolist() for positions in step_positions(sequences, step_ids)]
     if not any(mapped):
         raise InputError("no usable sequence: every training sequence is empty")
     present = np.zeros(n, dtype=bool)

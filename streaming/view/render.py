@@ -31,6 +31,7 @@ from rich._ratio import ratio_distribute  # what rich's tables share their width
 from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.measure import Measurement
 from rich.padding import Padding
+from rich.segment import Segment
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -55,6 +56,9 @@ VIDEO_WIDTH: int = len("100.0-100.0 s")
 NUMBER_WIDTH: int = 6
 NARROW_WIDTH: int = 100  # below it the alert log leaves out its wall clock, the streams table its frame counts,
 # and their names share the width by need
+WIDEST_TABLE: int = 160  # a table is stretched to the terminal's width up to this, and past it only when its contents
+# would take more lines at this width: at 200 columns the key-step column was 150 characters of blanks and each
+# latency sat 20 columns right of its stage's name
 COMPACT_WIDTH: int = 60  # below it the streams, the alert log, the latencies and the recent key-steps are lines, not
 # tables: six bordered columns left the names of a 50-column terminal one character wide
 STREAM_ROOM: int = len("cam0 (ended)")  # the stream column `NARROW_WIDTH` and `COMPACT_WIDTH` were set with
@@ -586,6 +590,7 @@ class _ByWidth:
     def __init__(self, build: Callable[[int, bool], RenderableType], layout: _Layout) -> None:
         self.build = build
         self.layout = layout
+        self._choices: dict[int, tuple[int, RenderableType, list[list[Segment]] | None]] = {}  # one frame's
 
     def _drawn(self, width: int) -> RenderableType:
         lines = self.layout.below(width, COMPACT_WIDTH)
@@ -594,11 +599,47 @@ class _ByWidth:
             return drawn
         return self.build(width, True) if _folds_a_word(drawn, width) else drawn
 
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement.get(console, options, self._drawn(options.max_width))
+    def _chosen(self, console: Console, options: ConsoleOptions
+                ) -> tuple[int, RenderableType, list[list[Segment]] | None]:
+        """``(width, drawing, its lines)``: the console's width, or `WIDEST_TABLE` where that is narrower and the
+        drawing's rows no taller there (a wrapped name keeps the full width; ``fit`` tables are as wide as their
+        contents anyway). The lines are those drawn to choose (None where there was nothing to choose)."""
+        width = options.max_width
+        if width not in self._choices:
+            drawn = self._drawn(width)
+            if self.layout.fit or width <= WIDEST_TABLE:
+                self._choices[width] = width, drawn, None
+            else:
+                capped = self._drawn(WIDEST_TABLE)
+                full, narrow = (console.render_lines(d, options.update_width(w), pad=False)
+                                for d, w in ((drawn, width), (capped, WIDEST_TABLE)))
+                taller = _rows_height(console, options, capped, narrow) > _rows_height(console, options, drawn, full)
+                self._choices[width] = (width, drawn, full) if taller else (WIDEST_TABLE, capped, narrow)
+        return self._choices[width]
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
-        yield self._drawn(options.max_width)
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        width, drawn, _ = self._chosen(console, options)
+        return Measurement.get(console, options.update_width(width), drawn)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType | Segment]:
+        _, drawn, lines = self._chosen(console, options)
+        if lines is None:
+            yield drawn
+            return
+        for line in lines:  # drawn already, to choose: not drawn again
+            yield from line
+            yield Segment.line()
+
+
+def _rows_height(console: Console, options: ConsoleOptions, drawn: RenderableType, lines: list[list[Segment]]) -> int:
+    """The lines of ``drawn`` (drawn as ``lines``) but a table's caption: prose wraps anywhere without harm, a name in
+    a cell does not."""
+    if not isinstance(drawn, Table) or drawn.caption is None or not lines:
+        return len(lines)
+    table_width = Segment.get_line_length(lines[0]) if drawn.title is None else max(map(Segment.get_line_length,
+                                                                                         lines))
+    caption = console.render_lines(drawn.caption, options.update_width(table_width), pad=False)
+    return len(lines) - len(caption)
 
 
 def _alerts_table(state: ViewState, layout: _Layout, width: int, lines: bool) -> RenderableType:

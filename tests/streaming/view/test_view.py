@@ -52,7 +52,7 @@ from streaming.readers import Frame, ReaderConfig, open_reader
 from streaming.session_verdict import SessionVerdict, no_verdict_text, verdict_text
 from streaming.transport import SILENT_S, Publisher, bind, connect
 from streaming.view.client import Viewer, run_view
-from streaming.view.render import PROBABILITY_HEADER, news_line, render
+from streaming.view.render import PROBABILITY_HEADER, WIDEST_TABLE, news_line, render
 from streaming.view.state import ENDED_LOG, ViewState, graph_names
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
 from tests.streaming.helpers import (
@@ -276,6 +276,21 @@ def test_a_camera_the_checker_turns_away_shows_on_a_terminal_full_of_streams() -
     screen = console.export_text()
     assert "44 on a stream id another live detector holds" in screen
     assert "P mistake" in screen  # the alert log still comes before it
+
+def test_on_a_wide_terminal_tables_stop_stretching_unless_their_names_need_the_room() -> None:
+    # At 200 columns every table was stretched across the terminal: the key-step column 150 blanks wide, each
+    # latency 20 columns right of its stage's name.
+    state = ViewState(graph_names(tea_graph()))
+    state.apply(status(decode_ms=1.0, features_ms=10.0, detector_ms=0.6, segmenter_ms=0.2, hop_ms=0.8))
+    state.apply(StepEvent("kitchen", 10, 2.0, 3, "get_cup", 0.0, 1.0, 0.9, 0, run="s"))
+    for width in (200, 300):
+        assert {len(line) for line in draw(state, width=width).splitlines() if line[:1] in "┏│└"} == {WIDEST_TABLE}
+    # A name that would wrap at that width keeps the terminal's width, on one line.
+    long_name = "stir the mixture gently with a wooden spoon until every lump of flour has dissolved " * 2
+    state.apply(StepEvent("kitchen", 11, 2.0, 3, long_name.strip(), 1.0, 2.0, 0.9, 1, run="s"))
+    text = draw(state, width=300)
+    assert long_name.strip() in text and max(len(line) for line in text.splitlines()) > WIDEST_TABLE
+
 
 def test_allowed_steps_are_shown_likeliest_first_with_their_probability_and_the_rule() -> None:
     state = ViewState(names={1: "fill_kettle", 3: "get_cup", 4: "add_teabag"})

@@ -65,16 +65,28 @@ class OverlayState:
 
 MARGIN = 6  # pixels left of the text, and kept free right of it
 MAX_LINES = 3  # a band grows to at most this many lines of text
+STATUS_SHARE = 4  # the top band's lines take at most a 1/STATUS_SHARE of the frame's height (one line at least)
 
 
 def _scale(width: int) -> float:
     return max(0.35, width / 900)
 
 
-def _lines(text: str, width: int) -> list[str]:
+def _line_height(width: int) -> int:
+    """Pixels from one line of text to the next at the text scale of a frame ``width`` pixels wide."""
+    return cv2.getTextSize("Mg", cv2.FONT_HERSHEY_SIMPLEX, _scale(width), 1)[0][1] * 2
+
+
+def status_lines(height: int, width: int) -> int:
+    """The most lines the top band (the step seen now, the steps done) takes on a ``height`` x ``width`` frame: on a
+    160x120 frame its three lines, and an alert's two below, covered half the picture."""
+    return max(1, min(MAX_LINES, height // STATUS_SHARE // _line_height(width)))
+
+
+def _lines(text: str, width: int, max_lines: int = MAX_LINES) -> list[str]:
     """``text`` wrapped at its spaces to lines that fit ``width`` pixels at the frame's text scale (on a 160-pixel
-    frame "MISTAKE: attach_shade before attach_pole" was cut after "attach"). At most `MAX_LINES`: what does not fit
-    them is cut, and the last line ends in "..." to say so."""
+    frame "MISTAKE: attach_shade before attach_pole" was cut after "attach"). At most ``max_lines``: what does not
+    fit them is cut, and the last line ends in "..." to say so."""
     scale, room = _scale(width), width - 2 * MARGIN
 
     def fits(line: str) -> bool:
@@ -84,7 +96,7 @@ def _lines(text: str, width: int) -> list[str]:
     for word in (piece for whole in text.split(" ") for piece in _pieces(whole, fits)):
         if lines and fits(f"{lines[-1]} {word}"):
             lines[-1] = f"{lines[-1]} {word}"
-        elif len(lines) < MAX_LINES:
+        elif len(lines) < max_lines:
             lines.append(word)
         else:  # no room left: the last line keeps what fits of itself, then "..."
             last = lines[-1]
@@ -113,13 +125,13 @@ def _pieces(word: str, fits: Callable[[str], bool]) -> list[str]:
     return pieces
 
 
-def _band(img: np.ndarray, text: str, colour: tuple[int, int, int], top: bool) -> None:
+def _band(img: np.ndarray, text: str, colour: tuple[int, int, int], top: bool, max_lines: int = MAX_LINES) -> None:
     """Fill a band at the top or bottom of ``img`` with ``colour`` and write ``text`` in it, as many lines as it
-    takes (the band is at least `band_height` high)."""
+    takes up to ``max_lines`` (the band is at least `band_height` high)."""
     h, w = img.shape[:2]
-    lines = _lines(text, w)
+    lines = _lines(text, w, max_lines)
     scale = _scale(w)
-    line_h = cv2.getTextSize("Mg", cv2.FONT_HERSHEY_SIMPLEX, scale, 1)[0][1] * 2
+    line_h = _line_height(w)
     height = min(h, max(band_height(h), line_h * len(lines) + line_h // 3))
     rows = slice(0, height) if top else slice(h - height, h)
     img[rows] = colour
@@ -148,7 +160,8 @@ def draw_overlay(bgr: np.ndarray, state: OverlayState, now: float) -> np.ndarray
     """
     out = bgr.copy()
     seen = "-" if state.current is None else f"{state.current[0]} {state.current[1]:.2f}"
-    _band(out, f"now: {seen}   done: {', '.join(state.done[-4:]) or '-'}", BAND, top=True)
+    _band(out, f"now: {seen}   done: {', '.join(state.done[-4:]) or '-'}", BAND, top=True,
+          max_lines=status_lines(*out.shape[:2]))
     showing = [(t, a) for t, a in state.alerts if t <= now < t + ALERT_SHOW_S]
     if showing:
         _, alert = showing[-1]

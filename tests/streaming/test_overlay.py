@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from streaming.messages import Alert, StepEvent
-from streaming.overlay import ALERT_RED, MARGIN, OverlayState, _lines, _scale, band_height, draw_overlay
+from streaming.overlay import ALERT_RED, BAND, MARGIN, OverlayState, _lines, _scale, band_height, draw_overlay
 
 
 def alerted_state() -> OverlayState:
@@ -63,3 +63,20 @@ def test_a_step_recognised_again_is_listed_done_once_in_the_order_first_done() -
         state.apply(StepEvent("cam0", k + 1, 1.0 + k, ids[name], name, 2.0 * k, 2.0 * k + 1, 0.9, k, run="s"),
                     float(k))
     assert state.done == ["lay_photo", "open_box", "add_coins"]
+
+
+def dark_rows(frame: np.ndarray) -> int:
+    """How many rows at the top of a BGR frame are the status band's dark grey (read in the left margin, where no
+    text is written)."""
+    dark = np.all(frame[:, 0] == BAND, axis=1)
+    return int(np.argmin(dark)) if not dark.all() else len(dark)
+
+
+@pytest.mark.parametrize(("width", "height"), [(160, 120), (640, 480), (1280, 720)])
+def test_the_status_band_leaves_the_picture_to_the_alert_on_small_frames(width: int, height: int) -> None:
+    # On a 160x120 frame the status band wrapped to three lines and the alert's took two more: half the picture.
+    state = alerted_state()
+    state.done = ["place_base_on_the_table", "insert_bulb_into_socket", "attach_pole_to_base", "plug_in_lamp"]
+    frame = draw_overlay(np.full((height, width, 3), 120, np.uint8), state, 0.5)
+    assert dark_rows(frame) <= max(height // 4, band_height(height) + 8)
+    assert red_rows(frame) >= band_height(height)  # the alert is still drawn whole below

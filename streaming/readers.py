@@ -1158,7 +1158,7 @@ def open_named(path: str | Path, config: ReaderConfig, name: str) -> VideoReader
         raise InputError(named_error(str(err), str(path), name)) from None
 
 
-def check_first_frame(path: str | Path, config: ReaderConfig, name: str) -> None:
+def check_first_frame(path: str | Path, config: ReaderConfig, name: str) -> float | None:
     """Open a video file and decode its first frame, so that a damaged or unreadable file is refused before a long
     run reaches it (its other frames are decoded when the run does).
 
@@ -1167,6 +1167,9 @@ def check_first_frame(path: str | Path, config: ReaderConfig, name: str) -> None
         config: rate and reader, as the run will read it.
         name: how errors name the file (`named_error`).
 
+    Returns:
+        The file's own frame rate (`VideoReader.source_fps`), for `frames_read_again`.
+
     Raises:
         InputError: the file cannot be opened, or yields no frame at the rate.
     """
@@ -1174,4 +1177,5 @@ def check_first_frame(path: str | Path, config: ReaderConfig, name: str) -> None
         if reader.read() is None:
             why = reader.error or f"--video {path}: no frame at {config.fps:g} fps"
             raise InputError(named_error(why, str(path), name))
+        return reader.source_fps
 

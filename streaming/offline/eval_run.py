@@ -118,7 +118,15 @@ from streaming.offline.features import (
     video_candidates,
 )
 from streaming.overlay import FrameAnnotator, OverlayWriter, check_preview, drawing_options
-from streaming.readers import MAX_SAMPLES, Frame, ReaderConfig, check_first_frame, named_error, open_named
+from streaming.readers import (
+    MAX_SAMPLES,
+    Frame,
+    ReaderConfig,
+    check_first_frame,
+    frames_read_again,
+    named_error,
+    open_named,
+)
 from streaming.session_verdict import ended_text, retraction_reason, session_verdict
 
 EVAL_VERSION = 4  # bump when what a cached record holds changes (3: the detector's messages; 4: repeated onsets)
@@ -443,17 +451,24 @@ def check_outputs_spare_inputs(config: EvalConfig, videos: Sequence[EvalVideo]) 
                                  "choose another folder")
 
 
-def check_videos_open(videos: Sequence[EvalVideo], config: EvalConfig, fps: float) -> None:
+def check_videos_open(videos: Sequence[EvalVideo], config: EvalConfig, fps: float,
+                      warn: Callable[[str], None] = print_warning) -> None:
     """Open every video and decode its first frame before the first one runs: a damaged or unreadable file is refused
     at once, not after the videos before it ran (their results would be cached, but the person waited for nothing).
+    A video of fewer frames a second than the detector's is said, as the live run says it (`frames_read_again`).
 
     Args:
         videos: the videos of the run.
         config: the reader to use.
         fps: the detector's rate.
+        warn: told of each video whose frames are read more than once.
     """
     for video in videos:
-        check_first_frame(video.path, ReaderConfig(reader=config.reader, realtime=False, fps=fps), video.named)
+        source_fps = check_first_frame(video.path, ReaderConfig(reader=config.reader, realtime=False, fps=fps),
+                                       video.named)
+        slow = frames_read_again(str(video.path), source_fps, fps)
+        if slow is not None:  # the reader's words name it as --video PATH, an option eval does not have
+            warn(named_error(slow, str(video.path), video.named))
 
 
 def _split_names(split: str | None, scenario: str) -> list[str]:
@@ -799,7 +814,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         config: the run.
         progress: show progress bars on stderr.
         warn: called with warnings (``--ignore-names``; an annotated ``has_errors`` the graph disagrees with, one per
-            segment, before any video runs).
+            segment, and a video slower than the detector's rate, one per video, before any video runs).
         note: called with notes (entries of a ``--features`` folder that are not read).
 
     Returns:
@@ -829,7 +844,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
                                   config.annotations)
         warn_long_files(videos, lengths, chain.checkpoint.fps, warn)
     else:
-        check_videos_open(videos, config, chain.checkpoint.fps)
+        check_videos_open(videos, config, chain.checkpoint.fps, warn)
     check_outputs_spare_inputs(config, videos)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.
     disagreements = [d for video in videos for d in rule_disagreements(chain.graph, video.name, video.annotated)]

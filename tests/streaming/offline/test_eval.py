@@ -463,6 +463,47 @@ def test_an_unreadable_video_is_refused_before_any_video_runs(
     assert not list((cache_dir() / "eval").glob("unreadable_a-*"))  # refused before the first video ran
 
 
+def _clip(path: Path, fps: float, frames: int) -> None:
+    """A short video of plain frames, growing lighter, at ``fps`` frames a second."""
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), fps, (64, 48))
+    assert writer.isOpened()
+    for k in range(frames):
+        writer.write(np.full((48, 64, 3), 15 * k, np.uint8))
+    writer.release()
+
+
+def test_a_video_slower_than_the_detectors_rate_is_warned_of_before_the_runs(
+    demo_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The live run warns of a 2 fps file given to a 5 fps detector (its frames read up to three times over); eval
+    # read such videos without a word, and their figures came from frames the detector saw two or three times.
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    _clip(videos / "slow.mp4", 2.0, 6)  # 3 s at 2 fps: below the demo detector's 5
+    _clip(videos / "even.mp4", 5.0, 15)  # 3 s at exactly its rate: each frame read once
+    segments = [{"step_id": 3, "start_time": 0.0, "end_time": 2.5, "has_errors": False, "step_name": name_of(3)}]
+    annotations = {name: {"scenario": SCENARIO, "recording_id": name, "segments": segments}
+                   for name in ("slow", "even")}
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({"taxonomy": {SCENARIO: {str(s): {"id": s, "name": name_of(s)} for s in STEP_IDS}},
+                                  "annotations": annotations}))
+    graph, detector = default_demo_paths()
+    # Said before the first video runs: no video's result is cached yet when the line comes.
+    runs_done: list[int] = []
+    evaluate(EvalConfig(str(graph), str(detector), videos=str(videos), annotations=str(labels)), progress=False,
+             warn=lambda _: runs_done.append(len([*(cache_dir() / "eval").glob("slow-*"),
+                                                  *(cache_dir() / "eval").glob("even-*")])))
+    assert runs_done == [0]
+    assert stream_detect(["eval", "--videos", str(videos), "--annotations", str(labels), "--graph", str(graph),
+                          "--detector", str(detector), "--quiet"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        f"warning: --videos {videos}: slow.mp4 (annotated video 'slow'): 2 frames a second, below the detector's 5: "
+        "each frame is read up to 3 times over (the detector learned from frames 1/5 s apart); a detector trained at "
+        "2 fps or less reads each frame once"
+    ]
+
+
 def test_a_json_output_naming_one_of_the_videos_is_refused_before_any_video_runs(
     demo_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,7 +16,12 @@ Folder layout::
      "class_step_ids": [null, 0, 1, ...],                          # optional, null = background
      "fps": 4.0, "feature_extractor": "tsn-resnet50",              # optional, stored in the checkpoint
      "scenario": "tent",                                            # optional, stored in the checkpoint
-     "augment_copies": 2}                                           # optional: rgb_<type>/<video>.aug1.npy ...
+     "augment_copies": 2,                                           # optional: rgb_<type>/<video>.aug1.npy ...
+     "video_identities": {"video_a": "<64 hex digits>", ...}}       # optional: each video file's content identity
+
+``video_identities`` (written by ``recognition-features``, `graphs.training_sources.file_identity`) identifies the
+video file each video's features were extracted from; the checkpoint records those of its training videos, so that
+``stream-detect eval`` knows a copy of one under another name, and new footage under an old name, for what they are.
 
 ``augment_copies`` (``recognition-features --augment-copies K``) says that each training video also has ``K``
 features of augmented copies of its frames (`copy_file_name`), frame for frame with the original, sharing its targets.
@@ -41,7 +46,7 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
@@ -56,6 +61,7 @@ from graphs.common.options import MAX_FPS
 from graphs.common.safe_text import count_of, first_few, meant_name, printable
 from graphs.common.settings_files import Bound, as_written, check_settings
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id, name_fault
+from graphs.training_sources import is_identity
 from recognition.segment_metrics import TimedSegment
 
 TARGETS_DIR = "target_perframe"
@@ -130,6 +136,8 @@ class FeatureDataset:
         feature_extractor: what produced the features.
         fps: feature frames per second.
         scenario: the procedure the videos execute (None when ``split.json`` names none).
+        video_identities: video name -> the content identity of the video file its features were extracted from
+            (``split.json``'s, `SplitFile.video_identities`), which the checkpoint records of its training videos.
     """
 
     root: Path
@@ -140,6 +148,7 @@ class FeatureDataset:
     feature_extractor: str
     fps: float
     scenario: str | None = None
+    video_identities: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def input_dim(self) -> int:
@@ -238,6 +247,9 @@ class SplitFile:
         feature_extractor: the extractor's name, or None.
         scenario: the procedure, or None.
         augment_copies: augmented feature copies of each training video (`copy_file_name`; 0: none).
+        video_identities: video name -> the content identity of the video file its features were extracted from
+            (`graphs.training_sources.file_identity`); empty when the file records none (imported features, older
+            folders).
     """
 
     path: str
@@ -249,6 +261,7 @@ class SplitFile:
     feature_extractor: str | None = None
     scenario: str | None = None
     augment_copies: int = 0
+    video_identities: Mapping[str, str] = field(default_factory=dict)
 
 
 def _video_names(split: dict[str, object], key: str, src: str) -> tuple[str, ...]:
@@ -339,9 +352,13 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
     if isinstance(copies, bool) or not isinstance(copies, int) or not 0 <= copies <= MAX_AUGMENT_COPIES:
         raise InputError(f"{src}: field 'augment_copies' = {as_written(copies, 40)} must be an integer in "
                          f"0..{MAX_AUGMENT_COPIES}")
+    identities = split.get("video_identities", {})
+    if not isinstance(identities, dict) or not all(is_identity(value) for value in identities.values()):
+        raise InputError(f"{src}: field 'video_identities' must map video names to content identities (64 lowercase "
+                         "hexadecimal digits each, as recognition-features writes them)")
     return SplitFile(src, train, test, None if names is None else tuple(names),
                      None if step_ids is None else tuple(step_ids), None if fps is None else float(fps),
-                     extractor, scenario or None, copies)
+                     extractor, scenario or None, copies, dict(identities))
 
 
 def check_extraction_finished(root: Path, rgb: str, split: SplitFile) -> None:
@@ -428,7 +445,7 @@ def load_feature_dataset(root: str | Path, config: FeatureConfig | None = None) 
     if len(names) != n_cls or len(step_ids) != n_cls:
         raise InputError(f"{src}: 'class_names'/'class_step_ids' must have {n_cls} entries (one per target column)")
     return FeatureDataset(root, train, test, tuple(names), tuple(step_ids), features_extractor(split, config),
-                          split.fps or config.fps or DEFAULT_FPS, split.scenario)
+                          split.fps or config.fps or DEFAULT_FPS, split.scenario, split.video_identities)
 
 
 def unsplit_feature_files(data: FeatureDataset, rgb: str) -> list[str]:
@@ -774,6 +791,7 @@ def write_split(
     feature_extractor: str,
     scenario: str | None = None,
     augment_copies: int = 0,
+    video_identities: Mapping[str, str] | None = None,
 ) -> Path:
     """Write ``split.json`` (atomically) with the lists and everything a checkpoint will record.
 
@@ -787,6 +805,8 @@ def write_split(
         feature_extractor: the extractor's name.
         scenario: the procedure the videos execute (recorded in the checkpoints trained on the folder).
         augment_copies: augmented copies of each training video's features (`copy_file_name`; 0: none).
+        video_identities: video name -> content identity of its video file (`graphs.training_sources.file_identity`;
+            None: the features came from no video file the command read).
 
     Returns:
         The file written.
@@ -802,6 +822,8 @@ def write_split(
     }
     if augment_copies:
         split["augment_copies"] = augment_copies
+    if video_identities:
+        split["video_identities"] = dict(video_identities)
     return write_text(Path(root) / SPLIT_FILE, json.dumps(split, indent=1), "split file")
 
 

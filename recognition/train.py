@@ -68,6 +68,7 @@ from graphs.common.settings_files import (
     naming_the_flags,
     read_settings,
 )
+from graphs.training_sources import features_identity
 from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
 from recognition.checkpoint import save_detector
 from recognition.confirmation import ConfirmationChoice, choose_confirmation
@@ -977,6 +978,11 @@ def checkpoint_info(config: DetectorTrainConfig, data: FeatureDataset, outcome: 
         "losses": list(outcome.losses),
         # Validation videos count as training videos: they chose the kept epoch (eval warns on them too).
         "train_videos": [v.name for v in data.train],
+        # Beside the names, what each was (`graphs.training_sources`): eval knows a renamed copy of one, and new
+        # footage under one's name, for what they are.
+        "train_identities": {v.name: {"features": features_identity(v.features)}
+                             | ({"video": data.video_identities[v.name]} if v.name in data.video_identities else {})
+                             for v in data.train},
         "validation_videos": list(outcome.validation),
         "test_videos": [v.name for v in data.test],
         "kept_epoch": outcome.kept_epoch,

@@ -588,6 +588,9 @@ SPLIT_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "step-id-twice": (lambda d: d.update(class_step_ids=[None, 11, 11, 12, 13]), "gives step id 11 to two classes"),
     "fps-nan-string": (lambda d: d.update(fps="nan"), 'field \'fps\' = "nan" must be a number > 0 and at most 1000'),
     "names-not-list": (lambda d: d.update(class_names="abc"), "field 'class_names' must be a list of names"),
+    # The identities go into the checkpoint, which eval matches the videos it judges against.
+    "identity-not-digest": (lambda d: d.update(video_identities={"video_00": "abc"}),
+                            "field 'video_identities' must map video names to content identities"),
 }
 
 

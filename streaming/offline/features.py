@@ -50,6 +50,7 @@ from graphs.common.files import (
 )
 from graphs.common.options import check_fps, check_seed, check_threads
 from graphs.common.safe_text import count_of, first_few, printable, unknown_name
+from graphs.training_sources import file_identity
 from recognition.feature_folders import (
     MANIFEST,
     MAX_AUGMENT_COPIES,
@@ -684,8 +685,12 @@ def extract_feature_folder(config: FeatureExtractionConfig, progress: bool = Tru
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"--out {folder}: cannot create the feature folder ({err.strerror or err})") from None
+    # Each video file's identity goes with its name into the checkpoints trained on the folder (eval tells a copy of a
+    # training video, and new footage under its name, by it): read from each file's ends, milliseconds a video.
+    identities = {video.name: file_identity(video.path) for video in plan.videos}
     write_split(folder, plan.train_names, plan.test_names, ["background", *plan.step_names], [None, *plan.step_ids],
-                config.fps, config.extractor, plan.scenario, config.augment_copies)  # now: an interrupted run keeps it
+                config.fps, config.extractor, plan.scenario, config.augment_copies,
+                identities)  # now: an interrupted run keeps it
     manifest, damage = read_manifest(folder)
     if damage:
         print_warning(damage)

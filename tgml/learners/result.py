@@ -19,6 +19,7 @@ import numpy as np
 
 from graphs.annotations import EVERY_VIDEO, TrainingVideos, load_annotations
 from graphs.task_graph import TaskGraph
+from graphs.training_sources import execution_identity
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,19 @@ def learn_from_annotations(
 
     Returns:
         The learner's result; its graph's ``info["train_videos"]`` names the executions it learned from (``stream-detect
-        eval`` warns when it judges one of them, as for a detector's), ``info["left_out"]`` those left out, when any
-        was.
+        eval`` warns when it judges one of them, as for a detector's), ``info["train_identities"]`` what each was (its
+        annotated segments' `graphs.training_sources.execution_identity`), ``info["left_out"]`` those left out, when
+        any was.
     """
     # Only the order is learned; the commands check the times first (tgml train, unless --order-only).
-    chosen = load_annotations(annotations, check_times=False).training_selection(scenario, videos)
+    read = load_annotations(annotations, check_times=False)
+    chosen = read.training_selection(scenario, videos)
     result = learner(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
-    info = {**result.graph.info, "train_videos": list(chosen.kept)}
+    # Beside each name, what the execution was (`graphs.training_sources`): eval knows a renamed copy of one, and
+    # another execution under its name, for what they are.
+    identified = {name: execution_identity(read.videos[name], read.taxonomy[scenario]) for name in chosen.kept}
+    identities = {name: {"annotation": identity} for name, identity in identified.items() if identity is not None}
+    info = {**result.graph.info, "train_videos": list(chosen.kept), "train_identities": identities}
     if chosen.mistakes or chosen.excluded:
         info["left_out"] = chosen.left_out_info()
     return dataclasses.replace(result, graph=dataclasses.replace(result.graph, info=info))

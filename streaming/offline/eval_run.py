@@ -49,6 +49,13 @@ from graphs.common.files import (
 from graphs.common.safe_text import count_of, first_few, meant_name, printable, unknown_name
 from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
+from graphs.training_sources import (
+    execution_identity,
+    features_identity,
+    file_identity,
+    learned_from,
+    read_train_identities,
+)
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.feature_folders import ANNOTATION_SLACK_S, load_split
 from recognition.feature_import import LONG_FILE_RATIO, NO_FRAMES, is_npy_name, span_ratio, unread_line
@@ -217,13 +224,16 @@ class EvalVideo:
     """One video to evaluate: its name, file and annotated segments (time order), and how errors name the file
     (``--videos videos: video_07.mp4``; ``eval`` has no ``--video`` option, which the readers' errors name).
     ``never_done``: the steps annotated never done (`graphs.annotations.never_done`), None when the annotation file
-    marks no step of the scenario so (then the end report's missing steps have nothing to be scored against)."""
+    marks no step of the scenario so (then the end report's missing steps have nothing to be scored against).
+    ``annotation_identity``: its annotated segments' `graphs.training_sources.execution_identity` (None for the demo's),
+    which a graph learned from that execution records."""
 
     name: str
     path: Path
     annotated: tuple[AnnotatedSegment, ...]
     label: str = ""
     never_done: tuple[int, ...] | None = None
+    annotation_identity: str | None = None
 
     @property
     def named(self) -> str:
@@ -384,6 +394,7 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
     out = []
     for name in names:
         video = known[name]
+        identity = execution_identity(video, annotations.taxonomy[scenario])
         timed = time_order(video, config.annotations)
         steps = [renumber.get(step, step) for step in video.steps]
         annotated = tuple(AnnotatedSegment(steps[k], start, end, video.has_errors[k]) for k, start, end in timed)
@@ -392,11 +403,12 @@ def annotated_videos(config: EvalConfig, graph: TaskGraph, warn: Callable[[str],
         missing = tuple(dict.fromkeys(skipped)) if marks_missing else None
         if config.features:
             path = feature_file_for(files, name)
-            out.append(EvalVideo(name, path, annotated, f"--features {path} (annotated video {name!r})", missing))
+            out.append(EvalVideo(name, path, annotated, f"--features {path} (annotated video {name!r})", missing,
+                                 identity))
             continue
         path = find_video(folder, name, annotations.videos)
         out.append(EvalVideo(name, path, annotated, f"--videos {folder}: {path.name} (annotated video {name!r})",
-                             missing))
+                             missing, identity))
     return out
 
 
@@ -499,12 +511,40 @@ class LoadedChain:
     file_digests: dict[str, str | None]
 
 
-def trained_on(learned: DetectorCheckpoint | TaskGraph, videos: Sequence[str]) -> list[str]:
-    """The videos a detector was trained on, or a graph learned from, among ``videos`` (``recognition-train`` and
-    ``tgml train`` record them as ``train_videos`` in the checkpoint's or graph's ``info``; older files record
-    none)."""
+def trained_on(learned: DetectorCheckpoint | TaskGraph, where: str, kind: str, videos: Sequence[EvalVideo],
+               identity: Callable[[EvalVideo], str | None]) -> dict[str, str]:
+    """The videos a detector was trained on, or a graph learned from, among ``videos``, each with the name it was
+    learned under (``recognition-train`` and ``tgml train`` record them as ``train_videos`` in the checkpoint's or
+    graph's ``info``, and what each was as ``train_identities``; older files record neither, or names alone).
+
+    Matched by content where the file records an identity of ``kind`` (`graphs.training_sources.learned_from`: a
+    renamed copy of a training video is one, new footage under a training video's name is not), by name otherwise.
+
+    Args:
+        learned: the detector's checkpoint or the task graph.
+        where: the file, named in an error.
+        kind: the identity ``identity`` gives (``"video"``, ``"features"`` or ``"annotation"``).
+        videos: the videos of the run.
+        identity: a video's identity of ``kind`` (None: it has none); asked only when the file records some.
+
+    Returns:
+        Judged name -> training name, in ``videos`` order.
+
+    Raises:
+        InputError: ``info.train_identities`` is damaged (`graphs.training_sources.read_train_identities`).
+    """
     names = read_train_videos(learned.info.get("train_videos"))
-    return [] if names is None else [video for video in videos if video in names]
+    if names is None:
+        return {}
+    identities = read_train_identities(learned.info.get("train_identities"), f"{where}: info.train_identities")
+    recorded = identities is not None and any(kind in entry for entry in identities.values())
+    return learned_from(names, identities, kind, [(v.name, identity(v) if recorded else None) for v in videos])
+
+
+def seen_names(matches: dict[str, str], alike: str) -> list[str]:
+    """The judged videos of `trained_on`, one under another name with the name it was learned under, after ``alike``
+    (``"a copy of"``)."""
+    return [name if name == learned else f"{name} ({alike} {learned})" for name, learned in matches.items()]
 
 
 def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) -> LoadedChain:
@@ -520,6 +560,9 @@ def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) 
     checkpoint, lines = detector_for_graph(checkpoint, graph, config.detector, config.graph, config.ignore_names)
     for line in lines:
         warn(line)
+    # Damaged provenance is refused before a video is opened, not once they all were (`trained_on` reads it then).
+    for learned, path in ((checkpoint, config.detector), (graph, config.graph)):
+        read_train_identities(learned.info.get("train_identities"), f"{path}: info.train_identities")
     check_measured_rates(checkpoint, config.detector, config.checking.kind, config.default_rates)
     segmenter = live_segmenter_config(checkpoint, config.segmenter, config.alert_on)
     digests = {name: _digest(path) for name, path in
@@ -835,10 +878,12 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         pyplot()  # the plot extra is there, before any video runs
     chain = load_chain(config, warn)
     videos = demo_videos(config.names) if config.demo else annotated_videos(config, chain.graph, warn, note)
+    feature_identities: dict[str, str] = {}  # each feature file's identity, known to a detector trained on it
     if config.features:  # every file read and checked (floats, finite, the detector's width) before the first runs
         lengths = []
         for video in videos:
             reader = open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named)
+            feature_identities[video.name] = features_identity(reader.features)
             lengths.append(len(reader.features) / chain.checkpoint.fps)
             check_annotation_fits(video, lengths[-1], ANNOTATION_SLACK_S + 1 / chain.checkpoint.fps,
                                   config.annotations)
@@ -847,21 +892,29 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         check_videos_open(videos, config, chain.checkpoint.fps, warn)
     check_outputs_spare_inputs(config, videos)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.
-    disagreements = [d for video in videos for d in rule_disagreements(chain.graph, video.name, video.annotated)]
+    graph_seen = trained_on(chain.graph, config.graph, "annotation", videos, lambda v: v.annotation_identity)
+    lists = read_train_videos(chain.graph.info.get("train_videos")) is not None
+    disagreements = [d for video in videos for d in rule_disagreements(
+        chain.graph, video.name, video.annotated, (video.name in graph_seen) if lists else None)]
     for line in disagreement_lines(disagreements):
         warn(line)
-    seen_in_training = trained_on(chain.checkpoint, [video.name for video in videos])
+
+    def read_as(video: EvalVideo) -> str | None:  # what the detector reads of it, as recognition-train identified it
+        return feature_identities.get(video.name) if config.features else file_identity(video.path)
+
+    seen_in_training = trained_on(chain.checkpoint, config.detector, "features" if config.features else "video",
+                                  videos, read_as)
     if seen_in_training:
-        warn(f"{config.detector}: the detector was trained on {len(seen_in_training)} of these videos "
-             f"({first_few(seen_in_training, 5)}): their figures say how well it learned them, not how well it "
-             "recognises new ones " + (f"(--split {config.split} is not the split it was trained with: give that "
-                                       "one, whose test videos it never saw)" if config.split else
-                                       "(--split or --videos-list picks held-out videos)"))
-    learned_from = trained_on(chain.graph, [video.name for video in videos])
-    if learned_from:
-        warn(f"{config.graph}: the task graph was learned from {len(learned_from)} of these videos "
-             f"({first_few(learned_from, 5)}): an order it learned from them is never a mistake under it, so their "
-             "figures are optimistic (tgml train --exclude-videos leaves the judged videos out)")
+        copies = first_few(seen_names(seen_in_training, "a copy of"), 5)
+        warn(f"{config.detector}: the detector was trained on {len(seen_in_training)} of these videos ({copies}): "
+             "their figures say how well it learned them, not how well it recognises new ones "
+             + (f"(--split {config.split} is not the split it was trained with: give that one, whose test videos it "
+                "never saw)" if config.split else "(--split or --videos-list picks held-out videos)"))
+    if graph_seen:
+        alike = first_few(seen_names(graph_seen, "annotated exactly as"), 5)
+        warn(f"{config.graph}: the task graph was learned from {len(graph_seen)} of these videos ({alike}): an order "
+             "it learned from them is never a mistake under it, so their figures are optimistic (tgml train "
+             "--exclude-videos leaves the judged videos out)")
     runs: list[VideoRun] = []
     cached = 0
     bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

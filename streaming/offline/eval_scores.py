@@ -248,13 +248,16 @@ class RuleDisagreement:
     message: str
 
 
-def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[AnnotatedSegment]) -> list[RuleDisagreement]:
+def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[AnnotatedSegment],
+                       learned: bool | None = None) -> list[RuleDisagreement]:
     """The segments whose ``has_errors`` mark disagrees with the graph, replaying the annotated order.
 
     Args:
         graph: the task graph.
         video: the video's name (for the messages).
         annotated: its segments in time order.
+        learned: whether the graph learned from this video, as eval matched it (by content where the graph records
+            identities: `streaming.offline.eval_run.trained_on`); None: by its name in ``train_videos``.
 
     Returns:
         One entry per disagreeing segment, in time order.
@@ -264,8 +267,10 @@ def rule_disagreements(graph: TaskGraph, video: str, annotated: Sequence[Annotat
     # lists those it learned from (`train_videos`), any other: a file of another set of videos holds none of them.
     left_out = read_left_out(graph.info.get("left_out")) or {}
     listed = read_train_videos(graph.info.get("train_videos"))
-    learned_without = any(video in names for names in left_out.values()) or (listed is not None and video not in listed)
-    learned_from = listed is not None and video in listed
+    if learned is None and listed is not None:
+        learned = video in listed
+    learned_without = learned is False or (learned is None and any(video in names for names in left_out.values()))
+    learned_from = learned is True
     out = []
     for k, segment in enumerate(annotated):
         verdict = checker.observe(segment.step)

@@ -27,7 +27,7 @@ from recognition.segment_metrics import TimedSegment, edit_score, levenshtein
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import SCENARIO, STEP_IDS, name_of
 from streaming.demo.synthetic_video import cache_dir, demo_video
-from streaming.offline.eval_run import EvalConfig, annotated_videos, evaluate, trained_on
+from streaming.offline.eval_run import EvalConfig, EvalVideo, annotated_videos, evaluate, trained_on
 from streaming.offline.eval_scores import (
     AnnotatedSegment,
     MistakeCounts,
@@ -135,6 +135,9 @@ def test_segments_where_has_errors_and_the_graph_disagree_are_named() -> None:
     listed.info["train_videos"] = ["v", "w"]
     assert rule_disagreements(listed, "v", ANNOTATED)[1].message.endswith(
         "the graph was learned from this video (its train_videos), so it takes this order for a correct one")
+    # Eval matched it by content (the graph's train_identities): another execution that shares the name "v".
+    assert rule_disagreements(listed, "v", ANNOTATED, learned=False)[1].message.endswith(
+        "the graph was learned without this video, so the pre-condition rule does not see this error")
 
 
 def test_disagreements_are_told_once_each_and_the_many_counted() -> None:
@@ -645,5 +648,12 @@ def test_an_annotated_video_that_could_not_be_written_whole_is_refused_and_the_o
 def test_eval_names_the_videos_the_detector_was_trained_on() -> None:
     # recognition-train records its training videos in the checkpoint; scores on them say how well it learned them.
     _, checkpoint = load_detector(default_demo_paths()[1])
-    assert trained_on(checkpoint, ["test_00", "train_03", "demo:correct", "train_11"]) == ["train_03", "train_11"]
-    assert trained_on(replace(checkpoint, info={}), ["train_03"]) == []  # an older checkpoint records none
+
+    def judged(*names: str) -> list[EvalVideo]:
+        return [EvalVideo(name, Path(f"{name}.mp4"), ()) for name in names]
+
+    # The bundled detector records names alone (trained before identities were recorded): matched by name.
+    assert trained_on(checkpoint, "d.pt", "video", judged("test_00", "train_03", "demo:correct", "train_11"),
+                      lambda _: None) == {"train_03": "train_03", "train_11": "train_11"}
+    older = replace(checkpoint, info={})  # an older checkpoint records none
+    assert trained_on(older, "d.pt", "video", judged("train_03"), lambda _: None) == {}

@@ -814,8 +814,11 @@ def _demo_videos_in_a_temporary_cache(demo_cache: Path) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_bad_input_is_one_error_line_naming_the_culprit_and_exit_2(
-    case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A command's default data folder is $MISTAKE_DATA: set, as the README suggests, it gave "prego-bench replay"
+    # without --frames the real frames file, and the case found another fault than the one it is about.
+    monkeypatch.delenv("MISTAKE_DATA", raising=False)
     argv = [arg.replace(TMP, str(tmp_path)) for arg in case.argv(Files(tmp_path))]
     line = cli_error(case.main, argv, capsys)
     assert case.culprit.replace(TMP, str(tmp_path)) in line, f"{line!r} does not name {case.culprit!r}"

@@ -81,10 +81,6 @@ from graphs.common.options import (
 )
 from graphs.common.safe_text import count_of
 
-# Fewer executions than this to learn a graph from is said: one shows one order, and each of its steps then requires
-# every step before it.
-FEW_EXECUTIONS = 3
-
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -417,6 +413,7 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     from graphs.annotations import TrainingVideos, choose_scenario, load_annotations
     from graphs.common.files import check_output
     from graphs.task_graph import check_replaces_a_graph, save_graph
+    from tgml.coincidence import coincident_orders
     from tgml.graph_table import left_out_summary
     from tgml.learners.registry import learner
     from tgml.learners.result import learn_from_annotations
@@ -446,11 +443,15 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     # learn_from_annotations names the executions for every learner; a learner's own "train_sequences" is recorded
     # by some only (the baselines and the combined learners printed no count, and warned of none).
     executions = len(result.graph.info["train_videos"])
-    if executions < FEW_EXECUTIONS:
-        # One execution shows one order: every step then requires every step before it (a chain), and any other
-        # valid order would be alerted as a mistake.
-        print_warning(f"{args.scenario}: learned from {count_of(executions, 'execution')} only: each order it shows "
-                      "becomes pre-conditions; record more executions, in the orders the procedure allows")
+    chance = coincident_orders(annotations.training_selection(args.scenario, videos).sequences)
+    if chance.too_few:
+        # A fixed count of executions fits one procedure's size only: 6 executions of 13 steps learned a false
+        # pre-condition; the expected count of coincidences grows with the steps and halves with each execution.
+        print_warning(f"{args.scenario}: learned from {count_of(executions, 'execution')} only: about "
+                      f"{_about(chance.expected)} of its pre-conditions may be coincidence (two steps done in either "
+                      f"order come out in one order in all {executions} with chance 1 in {2 ** (executions - 1)}, "
+                      f"over the {chance.pairs} pairs of steps every execution has); {chance.executions_needed} "
+                      "executions would bring it under 0.5: record more, in the orders the procedure allows")
     measures = [f"{result.epochs_run} epochs"] if result.epochs_run else []
     scores = (("loss", "{:.3f}", result.final_loss),
               # "SA" alone means nothing to a newcomer: said where it is printed (tgml/sequence_accuracy.py).
@@ -460,6 +461,11 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     learned_from = f" from {count_of(executions, 'execution')}"
     print(f"{args.scenario}: {', '.join([method, *measures])}, {len(result.graph.edges())} edges{learned_from} -> "
           f"{args.out}")
+
+
+def _about(count: float) -> str:
+    """An expected count as a person reads it: one decimal under 10 (0.6, 4.1), whole above (11)."""
+    return f"{count:.1f}" if count < 10 else f"{count:.0f}"
 
 
 def _show(args: argparse.Namespace, console: Console) -> None:

@@ -49,8 +49,10 @@ def test_train_show_dot_and_eval(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert summary.startswith("tea: noisy-and, 60 epochs, ") and f" edges from 2 executions -> {out}" in summary
     assert " SA 1.000 (sequence accuracy: 1 = every training order meets" in summary
     # Two executions show two orders: a graph learned from so few makes most other orders mistakes, and says so.
-    assert printed.err == ("warning: tea: learned from 2 executions only: each order it shows becomes pre-conditions; "
-                           "record more executions, in the orders the procedure allows\n")
+    assert printed.err == ("warning: tea: learned from 2 executions only: about 1.5 of its pre-conditions may be "
+                           "coincidence (two steps done in either order come out in one order in all 2 with chance 1 "
+                           "in 2, over the 3 pairs of steps every execution has); 4 executions would bring it under "
+                           "0.5: record more, in the orders the procedure allows\n")
 
     dot = tmp_path / "tea.dot"
     assert main(["show", str(out), "--dot", str(dot)]) == 0
@@ -81,8 +83,37 @@ def test_every_learner_says_how_many_executions_it_learned_from(
                  *options, "--quiet"]) == 0
     printed = capsys.readouterr()
     assert printed.out.startswith(f"tea: {method}, ") and f" edges from 2 executions -> {out}" in printed.out
-    assert ("warning: tea: learned from 2 executions only: each order it shows becomes pre-conditions; record more "
-            "executions, in the orders the procedure allows\n") in printed.err
+    assert ("warning: tea: learned from 2 executions only: about 1.5 of its pre-conditions may be coincidence"
+            in printed.err)
+
+
+def executions_of_five_steps(count: int) -> dict[str, Any]:
+    """``count`` executions of a five-step procedure whose steps 1 and 2 come first, in either order."""
+    orders = [[1, 2, 3, 4, 5], [2, 1, 3, 5, 4], [1, 2, 4, 3, 5], [2, 1, 5, 3, 4], [1, 2, 3, 5, 4],
+              [2, 1, 4, 5, 3], [1, 2, 5, 4, 3]]
+    return {"annotations": {f"v{i}": {"scenario": "tent", "segments": [{"step_id": s} for s in orders[i]]}
+                            for i in range(count)},
+            "taxonomy": {"tent": {str(s): {"name": f"step {s}", "id": s} for s in range(1, 6)}}}
+
+
+@pytest.mark.parametrize(("count", "warned"), [(5, True), (6, False), (7, False)])
+def test_train_warns_when_its_executions_are_too_few_for_its_steps(
+    count: int, warned: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A fixed floor of 3 executions let a graph learned from 6 keep a false pre-condition without a word. Two steps
+    # done in either order come out in one order in all n executions with chance 2^(1-n): over the 10 pairs of 5
+    # steps, 5 executions expect 10/16 = 0.6 such pre-conditions, 6 expect 0.3.
+    ann = write(tmp_path / "ann.json", executions_of_five_steps(count))
+    assert main(["train", "--annotations", str(ann), "--out", str(tmp_path / "g.json"), "--epochs", "20",
+                 "--quiet"]) == 0
+    err = capsys.readouterr().err
+    if warned:
+        assert err == ("warning: tent: learned from 5 executions only: about 0.6 of its pre-conditions may be "
+                       "coincidence (two steps done in either order come out in one order in all 5 with chance 1 in "
+                       "16, over the 10 pairs of steps every execution has); 6 executions would bring it under 0.5: "
+                       "record more, in the orders the procedure allows\n")
+    else:
+        assert err == ""
 
 
 def test_eval_of_two_procedures_graphs_names_both_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -114,13 +114,15 @@ class VideoFeatures:
     """One video: features ``(L, D)`` float32 and targets ``(L, C)`` float32 (rows sum to 1).
 
     ``copies`` holds the features ``(L, D)`` of its augmented copies (training videos of a folder written with
-    ``--augment-copies``; empty otherwise).
+    ``--augment-copies``; empty otherwise). ``source`` names the file(s) the features were read from, as errors about
+    them say it (empty: the video's name is said).
     """
 
     name: str
     features: np.ndarray
     targets: np.ndarray
     copies: tuple[np.ndarray, ...] = ()
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -230,7 +232,8 @@ def load_video(root: Path, video: str, config: FeatureConfig) -> VideoFeatures:
         row = int(np.flatnonzero(both)[0])
         raise InputError(f"video {video!r}: {target_path}: target row {row} marks background (class 0) and a "
                          "key-step class together; a frame is background or shows key-steps")
-    return VideoFeatures(video, features, targets / row_sum[:, None])  # a multi-hot row is split evenly
+    return VideoFeatures(video, features, targets / row_sum[:, None],  # a multi-hot row is split evenly
+                         source=", ".join(str(path) for path in paths))
 
 
 @dataclass(frozen=True)

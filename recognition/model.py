@@ -18,7 +18,7 @@ step's action was caught as it happened; the probabilistic checker reads it (`re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Final, cast
 
 import numpy as np
 import torch
@@ -172,6 +172,48 @@ def done_targets(targets: np.ndarray, background: tuple[int, ...] = (0,)) -> np.
     np.minimum.at(first_end, labels[ends - 1], ends)  # the earliest run end of each class
     first_end[list(background)] = length + 1
     return (np.arange(length)[:, None] >= first_end[None, :]).astype(np.float32)
+
+
+# Features larger than this in absolute value are named as the cause when the detector's arithmetic overflows (and when
+# training diverges): a backbone's features are rarely beyond a few hundred.
+LARGE_FEATURE: Final = 1e4
+
+
+def finite_outputs(outputs: np.ndarray, features: np.ndarray, where: str) -> np.ndarray:
+    """The detector's ``(T, outputs)`` on a recording's ``(T, D)`` features, refused when a row is not finite.
+
+    Finite features through finite weights give a non-finite output only where float32 arithmetic overflows: the
+    first layer's products past float32's largest value, or the layer norm's squares past it. How large a feature
+    that takes depends on the weights (a detector's first-layer rows sum to tens in absolute value), so no bound on
+    the file alone says it beforehand; the output says it. Unchecked, the segmenter refused the row later as "frame N
+    has empty or non-finite probabilities", naming neither the file nor the cause, and a test mAP pooled it silently.
+
+    Args:
+        outputs: ``(T, outputs)`` probabilities (`output_probabilities`), per frame of the recording.
+        features: ``(T, D)`` the features they were computed from.
+        where: the recording's file(s), as the error names them.
+
+    Returns:
+        ``outputs``.
+
+    Raises:
+        InputError: naming ``where``, the first row at fault and the features' largest absolute value.
+    """
+    finite = np.isfinite(outputs).all(axis=1)  # (T,)
+    if finite.all():
+        return outputs
+    raise InputError(f"{where}: the detector's output is not finite from frame {int(np.flatnonzero(~finite)[0])} on "
+                     f"({overflow_cause(features)})")
+
+
+def overflow_cause(features: np.ndarray) -> str:
+    """Why finite weights gave a non-finite output on ``features`` (`finite_outputs`), with what to do when they are
+    far beyond a backbone's scale."""
+    if not np.isfinite(features).all():  # a --backbone's own NaN: no overflow of the detector's
+        return "the features hold NaN or infinite values"
+    largest = float(np.max(np.abs(features), initial=0.0))
+    hint = ": rescale them, e.g. divide each by its standard deviation" if largest > LARGE_FEATURE else ""
+    return f"float32 arithmetic overflowed in the detector; the features reach {largest:.3g} in absolute value{hint}"
 
 
 def output_probabilities(logits: Tensor, num_classes: int) -> Tensor:

@@ -88,7 +88,15 @@ from recognition.feature_folders import (
 )
 from recognition.learning_curve import EpochScores, check_plot_support, curve_table, kept_by_rule, plot_curve
 from recognition.metrics import frame_map
-from recognition.model import MiniROAD, MiniROADConfig, detector_loss, done_targets, output_probabilities
+from recognition.model import (
+    LARGE_FEATURE,
+    MiniROAD,
+    MiniROADConfig,
+    detector_loss,
+    done_targets,
+    finite_outputs,
+    output_probabilities,
+)
 from recognition.motion import MAX_MOTION_LAG, model_inputs
 from recognition.segmenter import SegmenterConfig, stored_settings
 
@@ -507,6 +515,11 @@ def predict_video(model: MiniROAD, features: np.ndarray) -> np.ndarray:
     return output_probabilities(logits[0], model.config.num_classes).numpy()
 
 
+def video_outputs(model: MiniROAD, video: VideoFeatures) -> np.ndarray:
+    """`predict_video` of one video of a folder, refused naming its file when not finite (`finite_outputs`)."""
+    return finite_outputs(predict_video(model, video.features), video.features, video.source or f"video {video.name!r}")
+
+
 def evaluate_detector(
     model: MiniROAD, videos: tuple[VideoFeatures, ...], background: tuple[int, ...] = (0,)
 ) -> tuple[float, np.ndarray]:
@@ -521,7 +534,7 @@ def evaluate_detector(
         ``(mAP, AP per class)``.
     """
     targets = np.concatenate([v.targets for v in videos])
-    scores = np.concatenate([predict_video(model, v.features) for v in videos])[:, : targets.shape[1]]
+    scores = np.concatenate([video_outputs(model, v) for v in videos])[:, : targets.shape[1]]
     return frame_map(scores, targets, background)
 
 
@@ -742,7 +755,7 @@ def train_detector(
     def score(model: MiniROAD, scores: EpochScores) -> None:
         nonlocal kept
         if val:
-            val_loss, val_map = validation_scores([predict_video(model, v.features) for v in val], val, background)
+            val_loss, val_map = validation_scores([video_outputs(model, v) for v in val], val, background)
             scores = replace(scores, val_loss=val_loss, val_map=val_map)
         better = better_epoch(scores, kept[0] if kept is not None else None, keep_by)
         state = {k: v.detach().clone() for k, v in model.state_dict().items()} if better else None
@@ -768,7 +781,7 @@ def train_detector(
         model.load_state_dict(kept[1])
         model.eval()
         selected = model
-        validation = stopped.finish(lambda: {v.name: (predict_video(selected, v.features), v.targets) for v in val},
+        validation = stopped.finish(lambda: {v.name: (video_outputs(selected, v), v.targets) for v in val},
                                     len(curve))
         refit = bool(config.refit and val and stopped.stop is None)
         if refit:
@@ -786,11 +799,6 @@ def train_detector(
     test_map, class_ap = stopped.finish(lambda: evaluate_detector(model, data.test, background), len(curve))
     return TrainOutcome(model, test_map, class_ap, tuple(e.train_loss for e in curve), tuple(curve), best.epoch,
                         keep_by, validation, refit, stopped.stop, stopped.during)
-
-
-# Features larger than this in absolute value are named when training diverges: a backbone's features are rarely
-# beyond a few hundred, and ones scaled by 1e30 overflow the first batch whatever the learning rate.
-LARGE_FEATURE: Final = 1e4
 
 
 def divergence_hint(features: np.ndarray, lr: float) -> str:

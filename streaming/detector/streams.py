@@ -16,6 +16,7 @@ import numpy as np
 
 from graphs.common.errors import InputError
 from recognition.checkpoint import DetectorCheckpoint
+from recognition.model import overflow_cause
 from recognition.segmenter import OnlineSegmenter, OnsetEvent, SegmenterConfig, SegmentEvent
 from streaming.detector.config import DetectorConfig
 from streaming.detector.loading import evidence_reporter, live_segmenter_config
@@ -131,9 +132,8 @@ class DetectorStream:
             events = self.segmenter.update_events(classes)
             if not np.isfinite(probs).all():  # the done head's states, which only the evidence reads
                 raise InputError(f"segmenter: frame {self.stats.frames} has non-finite done states")
-        except InputError as err:  # the detector's output went NaN or infinite: say on which source
-            raise InputError(f"{self.reader.source.spec}: {err} (the detector's output: features far outside the "
-                             "range it was trained on?)") from None
+        except InputError as err:  # the detector's output went NaN or infinite: say on which source, and why
+            raise InputError(f"{self.reader.source.spec}: {err} ({overflow_cause(features)})") from None
         # Only a finite frame reaches the evidence: one NaN there made every later heartbeat unbuildable, so a stream
         # whose detector measured its rates sent no last heartbeat when its output went NaN (one without rates did).
         self.events.frame(probs)

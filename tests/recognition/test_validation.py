@@ -71,6 +71,22 @@ def test_the_kept_models_validation_probabilities_are_handed_over(feature_folder
         assert ((probs[:, classes:] >= 0) & (probs[:, classes:] <= 1)).all()
 
 
+def test_a_validation_video_the_detector_overflows_on_is_named_with_its_largest_value(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 1e38 is a finite float32 (the file is read), but the detector's arithmetic on it is not: the run ended with
+    # "segmenter: frame 100 has empty or non-finite probabilities" once trained, naming neither the file nor the cause.
+    validation = feature_folder / "rgb_synth" / "video_07.npy"  # one of the two the seed draws
+    features = np.load(validation)
+    features[100, 3] = 1e38
+    np.save(validation, features)
+    err = cli_error(main, _argv(feature_folder, small_config, tmp_path / "d.pt"), capsys)
+    assert err == (f"error: {validation}: the detector's output is not finite from frame 100 on (float32 arithmetic "
+                   "overflowed in the detector; the features reach 1e+38 in absolute value: rescale them, e.g. divide "
+                   "each by its standard deviation)")
+    assert not (tmp_path / "d.pt").exists()
+
+
 def test_keeping_by_loss_keeps_the_lowest_validation_loss(feature_folder: Path, small_config: Path) -> None:
     config = replace(load_detector_training_config(small_config), epochs=3, keep_epoch="loss")
     outcome = train_detector(load_feature_dataset(feature_folder, config.features), config, progress=False)

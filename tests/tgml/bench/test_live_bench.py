@@ -332,6 +332,22 @@ def test_nan_or_infinite_features_are_refused_naming_the_file(
     assert str(bad) in err and "hold NaN or infinite values (first in row 7)" in err
 
 
+def test_features_too_large_for_the_detector_are_named_with_their_largest_value(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 1e38 passes the NaN/inf check, but the detector's float32 arithmetic overflows on it: the run ended with
+    # "segmenter: frame 100 has empty or non-finite probabilities", naming neither the file nor the cause.
+    features = subset(data_dir, tmp_path, 4)
+    bad = sorted(features.glob("*.npy"))[1]
+    x = np.load(bad).astype(np.float32)
+    x[100, 3] = 1e38
+    np.save(bad, x)
+    err = cli_error(main, ["bench-live", "--data", str(data_dir), "--features", str(features), "--folds", "2",
+                           "--epochs", "1", "--workers", "1", "--quiet"], capsys)
+    assert (f"{bad}: the detector's output is not finite from frame 100 on (float32 arithmetic overflowed in the "
+            "detector; the features reach 1e+38 in absolute value: rescale them") in err
+
+
 def test_recipes_leave_the_other_recipes_files_unread_so_a_damaged_one_does_not_stop_the_run(
     data_dir: Path, tmp_path: Path
 ) -> None:

@@ -24,7 +24,7 @@ from graphs.checker_settings import CheckerSettings
 from graphs.order_rules import required_steps
 from graphs.task_graph import TaskGraph
 from recognition.evidence import EvidenceModel, EvidenceReporter
-from recognition.model import FastStepper
+from recognition.model import FastStepper, finite_outputs
 from recognition.segmenter import OnlineSegmenter, SegmenterConfig, SegmentEvent
 
 # The causal mean a step's peak evidence is taken over (`step_peaks`): DERIVATION.md's linear probe gains 4 mAP points
@@ -133,18 +133,26 @@ class ChainRun:
     never_done: tuple[tuple[int, float], ...]
 
 
-def stepper_outputs(stepper: FastStepper, features: np.ndarray) -> np.ndarray:
+def stepper_outputs(stepper: FastStepper, features: np.ndarray, where: str) -> np.ndarray:
     """The detector's live stepper over a stream, one second at a time (reset first: the stream starts from zeros).
+
+    Args:
+        stepper: the fold's detector.
+        features: ``(T, D)`` the recording's per-second features.
+        where: its features file, named when the outputs are not finite.
 
     Returns:
         ``(T, outputs)`` its per-second outputs (class probabilities, then done states).
+
+    Raises:
+        InputError: an output is not finite (`recognition.model.finite_outputs`).
     """
     stepper.reset()
     x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
     outputs = np.zeros((len(x), stepper.config.outputs), dtype=np.float32)
     for t in range(len(x)):
         outputs[t] = stepper.step(x[t])[0].numpy()
-    return outputs
+    return finite_outputs(outputs, features, where)
 
 
 def segment_outputs(

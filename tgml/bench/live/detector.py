@@ -96,7 +96,8 @@ def one_hot(labels: np.ndarray, classes: int) -> np.ndarray:
 
 def video(recording: LiveRecording, classes: int) -> VideoFeatures:
     """A recording as the trainer reads it."""
-    return VideoFeatures(recording.recording_id, recording.features, one_hot(recording.labels, classes))
+    return VideoFeatures(recording.recording_id, recording.features, one_hot(recording.labels, classes),
+                         source=str(recording.path))
 
 
 def train_fold_detector(

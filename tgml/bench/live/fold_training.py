@@ -58,8 +58,8 @@ def train_fold(recipe: Recipe, train: list[LiveRecording], test: list[LiveRecord
     report_progress("learning its validation graph, its detector over its recordings")
     val_graph = learn_graph(annotations, recipe, [*test, *held], seed)
     return TrainedFold(graph.to_dict(), val_graph.to_dict(), detector.kept_epoch, detector.validation_outputs,
-                       {r.recording_id: stepper_outputs(stepper, r.features) for r in test},
-                       {r.recording_id: stepper_outputs(stepper, r.features) for r in held})
+                       {r.recording_id: stepper_outputs(stepper, r.features, str(r.path)) for r in test},
+                       {r.recording_id: stepper_outputs(stepper, r.features, str(r.path)) for r in held})
 
 
 def fold_entry(recipe: Recipe, fold: int, train: list[LiveRecording], test: list[LiveRecording],

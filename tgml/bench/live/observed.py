@@ -78,8 +78,8 @@ def inner_sequences(recipe: Recipe, fitting: Sequence[LiveRecording], settings: 
                               EXTRACTOR, FPS, recipe.scenario)
         bar = reported_bar(f"observed pre-conditions: training detector {k + 1} of {INNER_FOLDS}")
         stepper = FastStepper(train_detector(data, train, progress=bar).model)
-        out |= {r.recording_id: recognised_sequence(stepper_outputs(stepper, r.features), recipe.class_step_ids,
-                                                    settings.segmenter) for r in held}
+        out |= {r.recording_id: recognised_sequence(stepper_outputs(stepper, r.features, str(r.path)),
+                                                    recipe.class_step_ids, settings.segmenter) for r in held}
     return out
 
 

@@ -22,8 +22,9 @@ from types import TracebackType
 from typing import TextIO
 
 import zmq
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
+from rich.text import Text
 
 from graphs.common.interrupts import stop_for
 from graphs.common.safe_text import printable
@@ -52,6 +53,17 @@ def on_a_tty(console: Console) -> bool:
         return os.isatty(console.file.fileno())
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def live_frame(view: Group) -> Group:
+    """A frame of the live view as drawn while it runs: the view, then an empty line.
+
+    The cursor stays where a frame ends. At the end of a table's border as wide as the terminal, the ``^C`` a terminal
+    echoes there went on a line of its own, and the next frame, drawn from as many lines up as the last one had, began
+    a line lower: the view's title stood twice above its last frame. On the empty line the echo (or a key typed) is
+    erased with the frame.
+    """
+    return Group(view, Text(""))
 
 
 class View:
@@ -226,7 +238,7 @@ class Viewer:
                     console.width = narrow
             return
         on_tty = on_a_tty(console)  # a terminal that stops being one has closed (not a pipe FORCE_COLOR draws into)
-        with Live(render(self.state), console=console, auto_refresh=False, transient=False) as live:
+        with Live(live_frame(render(self.state)), console=console, auto_refresh=False, transient=False) as live:
             next_draw = [0.0]
 
             drawn_second = [0]
@@ -249,7 +261,7 @@ class Viewer:
                     # output (Ctrl-S, a stopped ssh window) or a suspended job made one drawing as long as the hold,
                     # and nothing, new alerts included, was drawn for three times as long again.
                     began = time.thread_time()
-                    live.update(render(self.state), refresh=True)
+                    live.update(live_frame(render(self.state)), refresh=True)
                     self.changed, drawn_second[0] = False, second
                     work = time.thread_time() - began
                     next_draw[0] = time.monotonic() + max(1.0 / REFRESH_HZ, DRAW_GAP * work)
@@ -257,7 +269,8 @@ class Viewer:
             try:
                 self._pump_until(done, draw, wind_down, int(1000 / REFRESH_HZ))
             finally:  # also on Ctrl-C: Live prints its last frame whole as it stops, and the closing order ends
-                live.update(render(self.state, closing=True), refresh=True)  # it with the outcome
+                # it with the outcome; without the empty line, which Live's own line after it would double
+                live.update(render(self.state, closing=True), refresh=True)
 
     def _tell_news_until(
         self, done: Callable[[], bool], console: Console, wind_down: Callable[[], Callable[[], bool]] | None

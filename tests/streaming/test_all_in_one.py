@@ -262,3 +262,45 @@ def test_with_its_output_redirected_a_run_shows_its_progress_on_standard_error()
     assert all(line.startswith(b"{") for line in out.splitlines())  # the output stays JSON lines, nothing else
     text = bytes(shown).decode(errors="replace")
     assert re.search(r"stream-detect: [1-9][0-9]* frames read, 1 alert so far; JSON lines go to standard output", text)
+
+
+def test_ctrl_c_in_the_live_view_leaves_one_copy_of_its_last_frame() -> None:
+    # The terminal echoes ^C where the cursor is: after a frame, at the end of its last line, a table's border as wide
+    # as the terminal, so the echo went on a line of its own, and the last frame, drawn from as many lines up as the
+    # frame before had, began one line lower: its "streams" title stood twice above it.
+    import fcntl
+    import pty
+    import struct
+    import subprocess
+    import termios
+
+    from tests.streaming.helpers import STREAM_DETECT, drain_terminal, screen_of, wait_for
+
+    columns = 120
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+
+    def own_terminal() -> None:  # a shell's foreground job: Ctrl-C typed on the terminal is its SIGINT
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    run = subprocess.Popen([*STREAM_DETECT, "--video", "demo"], stdin=slave, stdout=slave, stderr=slave,
+                           preexec_fn=own_terminal, env={**os.environ, "COLUMNS": str(columns), "LINES": "50"})
+    os.close(slave)
+    reader, drawn = drain_terminal(master)
+    try:
+        # A key-step recognised, with its video time ("1.2-3.8 s"): the view has drawn frames for seconds.
+        assert wait_for(lambda: re.search(rb"\d+\.\d-\d+\.\d s", drawn) is not None or run.poll() is not None,
+                        120.0), bytes(drawn[-2000:])
+        assert run.poll() is None, bytes(drawn[-2000:])
+        os.write(master, b"\x03")  # Ctrl-C, as typed
+        run.wait(timeout=120)
+        reader.join(60.0)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        os.close(master)
+    assert run.returncode == 130
+    screen = screen_of(bytes(drawn), columns)
+    assert [line.strip() for line in screen].count("streams") == 1, "\n".join(screen)
+    assert [line for line in screen if line][-1].startswith("interrupted by SIGINT"), "\n".join(screen)

@@ -447,11 +447,13 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     if chance.too_few:
         # A fixed count of executions fits one procedure's size only: 6 executions of 13 steps learned a false
         # pre-condition; the expected count of coincidences grows with the steps and halves with each execution.
+        why = ("one execution shows one order, so each of its steps requires every step before it" if executions == 1
+               else f"two steps done in either order come out in one order in all {executions} with chance 1 in "
+                    f"{2 ** (executions - 1)}, over the {chance.pairs} pairs of steps every execution has")
         print_warning(f"{args.scenario}: learned from {count_of(executions, 'execution')} only: about "
-                      f"{_about(chance.expected)} of its pre-conditions may be coincidence (two steps done in either "
-                      f"order come out in one order in all {executions} with chance 1 in {2 ** (executions - 1)}, "
-                      f"over the {chance.pairs} pairs of steps every execution has); {chance.executions_needed} "
-                      "executions would bring it under 0.5: record more, in the orders the procedure allows")
+                      f"{_about(chance.expected)} of its pre-conditions may be coincidence ({why}); "
+                      f"{chance.executions_needed} executions would bring it under 0.5: record more, in the orders "
+                      "the procedure allows")
     measures = [f"{result.epochs_run} epochs"] if result.epochs_run else []
     scores = (("loss", "{:.3f}", result.final_loss),
               # "SA" alone means nothing to a newcomer: said where it is printed (tgml/sequence_accuracy.py).

@@ -20,6 +20,7 @@ from typing import Any
 
 import cv2
 import numpy as np
+import pyte
 import zmq
 
 from graphs.task_graph import END, START, TaskGraph
@@ -321,44 +322,13 @@ def drain_terminal(master: int, idle_s: float = 60.0) -> tuple[threading.Thread,
     return reader, received
 
 
-def screen_of(drawn: bytes, columns: int) -> list[str]:
-    """The lines a terminal ``columns`` wide shows after ``drawn`` (its scrollback included): what a person sees, not
-    the bytes that drew it.
-
-    Enough of a VT100 for rich's live view: text with xterm's deferred wrap (a character written in the last column
-    leaves the cursor there; the next printable one goes on the next line), CR, LF, cursor up (``ESC [ n A``) and
-    erase line (``ESC [ 2 K``); colours and the other control sequences move nothing.
-    """
-    lines: list[list[str]] = [[]]
-    row = col = 0
-    wrap = False
-    for token in re.findall(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[^\[]|[\r\n]|[^\x1b\r\n]", drawn.decode(errors="replace")):
-        if token == "\r":
-            col, wrap = 0, False
-        elif token == "\n":
-            row, wrap = row + 1, False
-        elif token.startswith("\x1b[") and token[-1] == "A":
-            row, wrap = max(0, row - int(token[2:-1] or 1)), False
-        elif token == "\x1b[2K":
-            lines[row] = []
-            wrap = False
-        elif token.startswith("\x1b") or not token.isprintable():
-            continue
-        else:
-            if wrap:
-                row, col, wrap = row + 1, 0, False
-            while len(lines) <= row:
-                lines.append([])
-            line = lines[row]
-            line.extend(" " * (col + 1 - len(line)))
-            line[col] = token
-            if col == columns - 1:
-                wrap = True
-            else:
-                col += 1
-        while len(lines) <= row:
-            lines.append([])
-    return ["".join(line).rstrip() for line in lines]
+def screen_of(drawn: bytes, columns: int, rows: int) -> list[str]:
+    """The lines a terminal ``columns`` x ``rows`` shows after ``drawn``, its scrollback first: what a person sees,
+    not the bytes that drew it (pyte's VT100 emulator)."""
+    screen = pyte.HistoryScreen(columns, rows, history=100_000)
+    pyte.ByteStream(screen).feed(drawn)
+    scrolled = ["".join(line[x].data for x in range(columns)) for line in screen.history.top]
+    return [line.rstrip() for line in scrolled + screen.display]
 
 
 @contextmanager

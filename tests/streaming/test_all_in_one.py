@@ -301,6 +301,6 @@ def test_ctrl_c_in_the_live_view_leaves_one_copy_of_its_last_frame() -> None:
             run.kill()
         os.close(master)
     assert run.returncode == 130
-    screen = screen_of(bytes(drawn), columns)
+    screen = screen_of(bytes(drawn), columns, 50)
     assert [line.strip() for line in screen].count("streams") == 1, "\n".join(screen)
     assert [line for line in screen if line][-1].startswith("interrupted by SIGINT"), "\n".join(screen)

@@ -211,9 +211,17 @@ def overflow_cause(features: np.ndarray) -> str:
     far beyond a backbone's scale."""
     if not np.isfinite(features).all():  # a --backbone's own NaN: no overflow of the detector's
         return "the features hold NaN or infinite values"
+    largest, rescale = feature_scale(features)
+    return (f"float32 arithmetic overflowed in the detector; the features reach {largest:.3g} in absolute value"
+            + (f": {rescale}" if rescale else ""))
+
+
+def feature_scale(features: np.ndarray) -> tuple[float, str]:
+    """``(the features' largest absolute value, what to do about it)``: the advice to rescale them when that is past
+    `LARGE_FEATURE`, ``""`` otherwise (an overflow's cause, `overflow_cause`, and a diverged training's,
+    `recognition.train.divergence_hint`, say it alike)."""
     largest = float(np.max(np.abs(features), initial=0.0))
-    hint = ": rescale them, e.g. divide each by its standard deviation" if largest > LARGE_FEATURE else ""
-    return f"float32 arithmetic overflowed in the detector; the features reach {largest:.3g} in absolute value{hint}"
+    return largest, "rescale them, e.g. divide each by its standard deviation" if largest > LARGE_FEATURE else ""
 
 
 def output_probabilities(logits: Tensor, num_classes: int) -> Tensor:

@@ -89,11 +89,11 @@ from recognition.feature_folders import (
 from recognition.learning_curve import EpochScores, check_plot_support, curve_table, kept_by_rule, plot_curve
 from recognition.metrics import frame_map
 from recognition.model import (
-    LARGE_FEATURE,
     MiniROAD,
     MiniROADConfig,
     detector_loss,
     done_targets,
+    feature_scale,
     finite_outputs,
     output_probabilities,
 )
@@ -803,10 +803,10 @@ def train_detector(
 
 def divergence_hint(features: np.ndarray, lr: float) -> str:
     """What to try when training diverged: features far from the usual scale first, else a smaller learning rate."""
-    largest = float(np.max(np.abs(features), initial=0.0))
-    if largest > LARGE_FEATURE:
-        return (f"the features reach {largest:.3g} in absolute value: rescale them, e.g. divide each by its standard "
-                f"deviation, before importing; or try a smaller [train] lr than {lr:g}")
+    largest, rescale = feature_scale(features)
+    if rescale:
+        return (f"the features reach {largest:.3g} in absolute value: {rescale}, before importing; or try a smaller "
+                f"[train] lr than {lr:g}")
     return f"try a smaller [train] lr than {lr:g}"
 
 

@@ -35,15 +35,15 @@ def step_positions(sequences: Iterable[Sequence[int]], step_ids: Sequence[int], 
     ids = np.asarray([int(s) for s in step_ids], dtype=np.int64)
     order = np.argsort(ids, kind="stable")
     known = ids[order]
+    ends = np.cumsum([len(run) for run in runs], dtype=np.int64)  # where each sequence ends in ``flat``
     flat = np.concatenate(runs) if runs else np.zeros(0, dtype=np.int64)
     slot = np.minimum(np.searchsorted(known, flat), max(len(known) - 1, 0))
     found = (known[slot] == flat) if len(known) else np.zeros(len(flat), dtype=bool)
     if not found.all():
         first = int(np.flatnonzero(~found)[0])
-        k = int(np.searchsorted(np.cumsum([len(run) for run in runs]), first, side="right"))
+        k = int(np.searchsorted(ends, first, side="right"))
         raise InputError(f"{where} {k}: step id {int(flat[first])} is not in {holder}")
-    positions = order[slot] if len(known) else slot
-    return np.split(positions.astype(np.int64), np.cumsum([len(run) for run in runs])[:-1]) if runs else []
+    return np.split(order[slot].astype(np.int64), ends[:-1]) if runs else []
 
 
 def _ids(seq: Sequence[int], k: int, where: str, holder: str) -> np.ndarray:

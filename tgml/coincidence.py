@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 # An expected count of 0.5 or more rounds to at least one coincidental pre-condition.
-COINCIDENCE_LIMIT = 0.5
+COINCIDENCE_LIMIT: Final = 0.5
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class CoincidentOrders:
 
     @property
     def too_few(self) -> bool:
-        """True when at least one coincidental pre-condition is expected (``expected >= 0.5``)."""
+        """True when at least one coincidental pre-condition is expected (``expected >= COINCIDENCE_LIMIT``)."""
         return self.executions < self.executions_needed
 
 
@@ -45,12 +46,13 @@ def coincident_orders(sequences: Sequence[Sequence[int]]) -> CoincidentOrders:
         sequences: the key-step id sequences learned from, one per execution (repeats allowed).
 
     Returns:
-        ``n``, ``P``, the expected count, and the executions that bring it under 0.5. ``P`` counts the pairs of steps
-        in every sequence only: a pair some execution lacks is seen in order fewer times, so the count is a floor.
+        ``n``, ``P``, the expected count, and the executions that bring it under `COINCIDENCE_LIMIT`. ``P`` counts
+        the pairs of steps in every sequence only: a pair some execution lacks is seen in order fewer times, so the
+        count is a floor.
     """
     n = len(sequences)
     shared = set.intersection(*(set(s) for s in sequences)) if sequences else set()
     pairs = len(shared) * (len(shared) - 1) // 2
-    # P * 2^(1-m) < 1/2  <=>  4P < 2^m: the fewest such m is the bit length of 4P, in exact integers.
-    needed = (4 * pairs).bit_length()
+    # P * 2^(1-m) < L  <=>  2P/L < 2^m: the fewest such m is the bit length of floor(2P/L) (4P for L = 1/2, exact).
+    needed = int(2 * pairs / COINCIDENCE_LIMIT).bit_length()
     return CoincidentOrders(n, pairs, pairs * 2.0 ** (1 - n), needed)

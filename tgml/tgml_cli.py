@@ -413,7 +413,7 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     from graphs.annotations import TrainingVideos, choose_scenario, load_annotations
     from graphs.common.files import check_output
     from graphs.task_graph import check_replaces_a_graph, save_graph
-    from tgml.coincidence import coincident_orders
+    from tgml.coincidence import COINCIDENCE_LIMIT, coincident_orders
     from tgml.graph_table import left_out_summary
     from tgml.learners.registry import learner
     from tgml.learners.result import learn_from_annotations
@@ -452,8 +452,8 @@ def _train(args: argparse.Namespace, console: Console) -> None:
                     f"{2 ** (executions - 1)}, over the {chance.pairs} pairs of steps every execution has")
         print_warning(f"{args.scenario}: learned from {count_of(executions, 'execution')} only: about "
                       f"{_about(chance.expected)} of its pre-conditions may be coincidence ({why}); "
-                      f"{chance.executions_needed} executions would bring it under 0.5: record more, in the orders "
-                      "the procedure allows")
+                      f"{chance.executions_needed} executions would bring it under {COINCIDENCE_LIMIT:g}: record "
+                      "more, in the orders the procedure allows")
     measures = [f"{result.epochs_run} epochs"] if result.epochs_run else []
     scores = (("loss", "{:.3f}", result.final_loss),
               # "SA" alone means nothing to a newcomer: said where it is printed (tgml/sequence_accuracy.py).

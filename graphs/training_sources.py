@@ -27,12 +27,13 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
-from graphs.annotations import Video
+from graphs.annotations import Video, read_train_videos
 from graphs.common.errors import InputError
 from graphs.common.files import open_input
 from graphs.common.settings_files import as_written
@@ -169,3 +170,36 @@ def learned_from(names: frozenset[str], identities: Mapping[str, Mapping[str, st
         elif name in by_name:
             out[name] = name
     return out
+
+
+@dataclass(frozen=True)
+class TrainingSources:
+    """What a detector was trained on, or a task graph learned from, as its file records it: read and checked once
+    (when the file is loaded, so that a damaged entry is refused before any video is opened), matched as often as
+    needed.
+
+    Attributes:
+        names: ``info["train_videos"]`` (None: the file lists none, as older files; nothing is then matched).
+        identities: ``info["train_identities"]`` (`read_train_identities`; None: the file records none).
+    """
+
+    names: frozenset[str] | None
+    identities: dict[str, dict[str, str]] | None
+
+    @classmethod
+    def read(cls, info: Mapping[str, Any], where: str) -> TrainingSources:
+        """The entries of a checkpoint's or a graph's ``info``; ``where`` names the file in an error.
+
+        Raises:
+            InputError: ``info.train_identities`` is damaged.
+        """
+        return cls(read_train_videos(info.get("train_videos")),
+                   read_train_identities(info.get("train_identities"), f"{where}: info.train_identities"))
+
+    def records(self, kind: str) -> bool:
+        """Whether some training video has an identity of ``kind`` (else judged videos need none: names decide)."""
+        return self.identities is not None and any(kind in entry for entry in self.identities.values())
+
+    def matches(self, kind: str, judged: Sequence[tuple[str, str | None]]) -> dict[str, str]:
+        """`learned_from` over these sources; ``{}`` when the file lists no training videos."""
+        return {} if self.names is None else learned_from(self.names, self.identities, kind, judged)

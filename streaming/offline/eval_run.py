@@ -32,7 +32,6 @@ from graphs.annotations import (
     frames_hint,
     load_annotations,
     never_done,
-    read_train_videos,
     seconds_shown,
     time_order,
 )
@@ -50,11 +49,10 @@ from graphs.common.safe_text import count_of, first_few, meant_name, printable, 
 from graphs.limits import is_finite_number
 from graphs.task_graph import TaskGraph, load_graph
 from graphs.training_sources import (
+    TrainingSources,
     execution_identity,
     features_identity,
     file_identity,
-    learned_from,
-    read_train_identities,
 )
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.feature_folders import ANNOTATION_SLACK_S, load_split
@@ -509,9 +507,11 @@ class LoadedChain:
     extractor: FeatureExtractor
     segmenter: SegmenterConfig
     file_digests: dict[str, str | None]
+    detector_sources: TrainingSources  # what the detector was trained on (`trained_on`)
+    graph_sources: TrainingSources  # what the graph was learned from
 
 
-def trained_on(learned: DetectorCheckpoint | TaskGraph, where: str, kind: str, videos: Sequence[EvalVideo],
+def trained_on(sources: TrainingSources, kind: str, videos: Sequence[EvalVideo],
                identity: Callable[[EvalVideo], str | None]) -> dict[str, str]:
     """The videos a detector was trained on, or a graph learned from, among ``videos``, each with the name it was
     learned under (``recognition-train`` and ``tgml train`` record them as ``train_videos`` in the checkpoint's or
@@ -521,24 +521,16 @@ def trained_on(learned: DetectorCheckpoint | TaskGraph, where: str, kind: str, v
     renamed copy of a training video is one, new footage under a training video's name is not), by name otherwise.
 
     Args:
-        learned: the detector's checkpoint or the task graph.
-        where: the file, named in an error.
+        sources: what the detector's checkpoint or the task graph records (`LoadedChain`).
         kind: the identity ``identity`` gives (``"video"``, ``"features"`` or ``"annotation"``).
         videos: the videos of the run.
         identity: a video's identity of ``kind`` (None: it has none); asked only when the file records some.
 
     Returns:
         Judged name -> training name, in ``videos`` order.
-
-    Raises:
-        InputError: ``info.train_identities`` is damaged (`graphs.training_sources.read_train_identities`).
     """
-    names = read_train_videos(learned.info.get("train_videos"))
-    if names is None:
-        return {}
-    identities = read_train_identities(learned.info.get("train_identities"), f"{where}: info.train_identities")
-    recorded = identities is not None and any(kind in entry for entry in identities.values())
-    return learned_from(names, identities, kind, [(v.name, identity(v) if recorded else None) for v in videos])
+    recorded = sources.records(kind)
+    return sources.matches(kind, [(v.name, identity(v) if recorded else None) for v in videos])
 
 
 def seen_names(matches: dict[str, str], alike: str) -> list[str]:
@@ -560,14 +552,14 @@ def load_chain(config: EvalConfig, warn: Callable[[str], None] = print_warning) 
     checkpoint, lines = detector_for_graph(checkpoint, graph, config.detector, config.graph, config.ignore_names)
     for line in lines:
         warn(line)
-    # Damaged provenance is refused before a video is opened, not once they all were (`trained_on` reads it then).
-    for learned, path in ((checkpoint, config.detector), (graph, config.graph)):
-        read_train_identities(learned.info.get("train_identities"), f"{path}: info.train_identities")
+    # Read here, so that damaged provenance is refused before a video is opened, not once they all were.
+    detector_sources = TrainingSources.read(checkpoint.info, str(config.detector))
+    graph_sources = TrainingSources.read(graph.info, str(config.graph))
     check_measured_rates(checkpoint, config.detector, config.checking.kind, config.default_rates)
     segmenter = live_segmenter_config(checkpoint, config.segmenter, config.alert_on)
     digests = {name: _digest(path) for name, path in
                (("graph", config.graph), ("detector", config.detector), ("backbone", config.backbone))}
-    return LoadedChain(graph, model, checkpoint, extractor, segmenter, digests)
+    return LoadedChain(graph, model, checkpoint, extractor, segmenter, digests, detector_sources, graph_sources)
 
 
 @dataclass(frozen=True)
@@ -879,11 +871,14 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     chain = load_chain(config, warn)
     videos = demo_videos(config.names) if config.demo else annotated_videos(config, chain.graph, warn, note)
     feature_identities: dict[str, str] = {}  # each feature file's identity, known to a detector trained on it
+    # hashed while the arrays are in memory, and only when the detector records identities to match them with
+    hash_features = chain.detector_sources.records("features")
     if config.features:  # every file read and checked (floats, finite, the detector's width) before the first runs
         lengths = []
         for video in videos:
             reader = open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named)
-            feature_identities[video.name] = features_identity(reader.features)
+            if hash_features:
+                feature_identities[video.name] = features_identity(reader.features)
             lengths.append(len(reader.features) / chain.checkpoint.fps)
             check_annotation_fits(video, lengths[-1], ANNOTATION_SLACK_S + 1 / chain.checkpoint.fps,
                                   config.annotations)
@@ -892,8 +887,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
         check_videos_open(videos, config, chain.checkpoint.fps, warn)
     check_outputs_spare_inputs(config, videos)
     # Said before the runs: a graph learned from the evaluated videos makes the graph-rule figures meaningless.
-    graph_seen = trained_on(chain.graph, config.graph, "annotation", videos, lambda v: v.annotation_identity)
-    lists = read_train_videos(chain.graph.info.get("train_videos")) is not None
+    graph_seen = trained_on(chain.graph_sources, "annotation", videos, lambda v: v.annotation_identity)
+    lists = chain.graph_sources.names is not None
     disagreements = [d for video in videos for d in rule_disagreements(
         chain.graph, video.name, video.annotated, (video.name in graph_seen) if lists else None)]
     for line in disagreement_lines(disagreements):
@@ -902,8 +897,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     def read_as(video: EvalVideo) -> str | None:  # what the detector reads of it, as recognition-train identified it
         return feature_identities.get(video.name) if config.features else file_identity(video.path)
 
-    seen_in_training = trained_on(chain.checkpoint, config.detector, "features" if config.features else "video",
-                                  videos, read_as)
+    seen_in_training = trained_on(chain.detector_sources, "features" if config.features else "video", videos,
+                                  read_as)
     if seen_in_training:
         copies = first_few(seen_names(seen_in_training, "a copy of"), 5)
         warn(f"{config.detector}: the detector was trained on {len(seen_in_training)} of these videos ({copies}): "

@@ -22,6 +22,7 @@ from rich.console import Console
 from graphs.checker_settings import CheckerSettings
 from graphs.probabilistic_checker import DEFAULT_ALERT_THRESHOLD, DEFAULT_PRIOR_SKIP
 from graphs.task_graph import load_graph
+from graphs.training_sources import TrainingSources
 from recognition.checkpoint import load_detector
 from recognition.segment_metrics import TimedSegment, edit_score, levenshtein
 from streaming.demo.paths import default_demo_paths
@@ -653,7 +654,8 @@ def test_eval_names_the_videos_the_detector_was_trained_on() -> None:
         return [EvalVideo(name, Path(f"{name}.mp4"), ()) for name in names]
 
     # The bundled detector records names alone (trained before identities were recorded): matched by name.
-    assert trained_on(checkpoint, "d.pt", "video", judged("test_00", "train_03", "demo:correct", "train_11"),
+    assert trained_on(TrainingSources.read(checkpoint.info, "d.pt"), "video",
+                      judged("test_00", "train_03", "demo:correct", "train_11"),
                       lambda _: None) == {"train_03": "train_03", "train_11": "train_11"}
-    older = replace(checkpoint, info={})  # an older checkpoint records none
-    assert trained_on(older, "d.pt", "video", judged("train_03"), lambda _: None) == {}
+    older = TrainingSources.read({}, "d.pt")  # an older checkpoint records none
+    assert trained_on(older, "video", judged("train_03"), lambda _: None) == {}

@@ -416,7 +416,7 @@ def _train(args: argparse.Namespace, console: Console) -> None:
     from tgml.coincidence import COINCIDENCE_LIMIT, coincident_orders
     from tgml.graph_table import left_out_summary
     from tgml.learners.registry import learner
-    from tgml.learners.result import learn_from_annotations
+    from tgml.learners.result import learn_selection
 
     # Before training: a failed save would lose the run.
     check_output(args.out, "graph file", inputs=[args.annotations, args.config], option="--out", kind="graph")
@@ -435,15 +435,16 @@ def _train(args: argparse.Namespace, console: Console) -> None:
         print_warning(f"--method {method} runs with its built-in settings, which were not chosen for any dataset "
                       "(give --config with settings chosen on training data: prego-bench select, "
                       "docs/prego-benchmark.md)")
-    result = learn_from_annotations(entry.learn, args.annotations, args.scenario, _learner_config(entry, args),
-                                    progress=not args.quiet, videos=videos)
+    chosen = annotations.training_selection(args.scenario, videos)
+    result = learn_selection(entry.learn, annotations, args.scenario, chosen, _learner_config(entry, args),
+                             progress=not args.quiet)
     save_graph(result.graph, args.out)
     if "left_out" in result.graph.info:
         print(f"tgml train: {left_out_summary(result.graph.info['left_out'])}", file=sys.stderr)
-    # learn_from_annotations names the executions for every learner; a learner's own "train_sequences" is recorded
-    # by some only (the baselines and the combined learners printed no count, and warned of none).
-    executions = len(result.graph.info["train_videos"])
-    chance = coincident_orders(annotations.training_selection(args.scenario, videos).sequences)
+    # The selection names the executions for every learner; a learner's own "train_sequences" is recorded by some
+    # only (the baselines and the combined learners printed no count, and warned of none).
+    executions = len(chosen.kept)
+    chance = coincident_orders(chosen.sequences)
     if chance.too_few:
         # A fixed count of executions fits one procedure's size only: 6 executions of 13 steps learned a false
         # pre-condition; the expected count of coincidences grows with the steps and halves with each execution.

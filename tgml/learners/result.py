@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from graphs.annotations import EVERY_VIDEO, TrainingVideos, load_annotations
+from graphs.annotations import EVERY_VIDEO, Annotations, TrainingSelection, TrainingVideos, load_annotations
 from graphs.task_graph import TaskGraph
 from graphs.training_sources import execution_identity
 
@@ -68,14 +68,32 @@ def learn_from_annotations(
             those with an annotated mistake).
 
     Returns:
+        As `learn_selection`.
+    """
+    # Only the order is learned; the commands check the times first (tgml train, unless --order-only).
+    read = load_annotations(annotations, check_times=False)
+    return learn_selection(learner, read, scenario, read.training_selection(scenario, videos), config, progress)
+
+
+def learn_selection(learner: Learner[C], read: Annotations, scenario: str, chosen: TrainingSelection, config: C,
+                    progress: bool = False) -> LearnResult:
+    """Learn one scenario from the executions ``chosen`` of the annotations ``read`` (for a command that has read
+    the file and chosen its executions already, and uses the choice again: `tgml train`).
+
+    Args:
+        learner: a learner.
+        read: the annotation file.
+        scenario: the procedure to learn.
+        chosen: ``read.training_selection(scenario, ...)``.
+        config: the learner's settings.
+        progress: show the progress bar.
+
+    Returns:
         The learner's result; its graph's ``info["train_videos"]`` names the executions it learned from (``stream-detect
         eval`` warns when it judges one of them, as for a detector's), ``info["train_identities"]`` what each was (its
         annotated segments' `graphs.training_sources.execution_identity`), ``info["left_out"]`` those left out, when
         any was.
     """
-    # Only the order is learned; the commands check the times first (tgml train, unless --order-only).
-    read = load_annotations(annotations, check_times=False)
-    chosen = read.training_selection(scenario, videos)
     result = learner(chosen.sequences, chosen.step_ids, chosen.step_names, config, scenario, progress)
     # Beside each name, what the execution was (`graphs.training_sources`): eval knows a renamed copy of one, and
     # another execution under its name, for what they are.

@@ -80,28 +80,34 @@ def live_outputs(graph: TaskGraph, recordings: Sequence[ErrorRecording], tmp_pat
                     last_beat[rid] = time.monotonic()
             take(100)
         assert seen == set(streams), "the checker never saw every stream"
-        # As a live detector: each key-step once confirmed, the next one after the checker has it (steps come seconds
-        # apart live; a burst would be over a stream's per-poll budget, `STREAM_BUDGET`), then the ended heartbeat.
-        for recording in recordings:
-            rid = recording.recording_id
-            for k, step in enumerate(recording.performed):
+        # As live detectors: each stream sends its key-steps one at a time, the next one after the checker has it
+        # (steps come seconds apart live; a burst would be over a stream's per-poll budget, `STREAM_BUDGET`), then
+        # the ended heartbeat. The streams go side by side, as cameras do: step k of every recording, then step k+1.
+        longest = max(len(r.performed) for r in recordings)
+        for k in range(longest):
+            due = {r.recording_id: r.performed[k] for r in recordings if len(r.performed) > k}
+            sent = {rid: streams[rid].keystep(step.step, step.name, step.start, step.start + 1.0, 0.9)
+                    for rid, step in due.items()}
+            for attempt in range(3):
                 # A key-step refused as over budget is sent again, the same message: the checker applies it then,
                 # and ignores it as a duplicate (same seq) if the first one was applied after all.
-                sent_event = streams[rid].keystep(step.step, step.name, step.start, step.start + 1.0, 0.9)
-                for attempt in range(3):
-                    if attempt:
-                        streams[rid].publisher.send(sent_event)
-                    deadline = time.monotonic() + 5.0
-                    while applied.get(rid, 0) <= k and time.monotonic() < deadline:
-                        take(20)
-                    if applied.get(rid, 0) > k:
-                        break
-                assert applied.get(rid, 0) > k, f"{rid}: step {k} never applied"
-            streams[rid].heartbeat(None, len(recording.performed), 0, 0.0, ended=True)
-            deadline = time.monotonic() + 5.0
-            while rid not in ended and time.monotonic() < deadline:
-                take(20)
-            assert rid in ended, f"{rid}: the checker never reported the stream ended"
+                waiting = [rid for rid in due if applied.get(rid, 0) <= k]
+                if not waiting:
+                    break
+                if attempt:
+                    for rid in waiting:
+                        streams[rid].publisher.send(sent[rid])
+                deadline = time.monotonic() + 5.0
+                while any(applied.get(rid, 0) <= k for rid in waiting) and time.monotonic() < deadline:
+                    take(20)
+            never = [rid for rid in due if applied.get(rid, 0) <= k]
+            assert not never, f"{never}: step {k} never applied"
+        for recording in recordings:
+            streams[recording.recording_id].heartbeat(None, len(recording.performed), 0, 0.0, ended=True)
+        deadline = time.monotonic() + 5.0
+        while ended != set(streams) and time.monotonic() < deadline:
+            take(20)
+        assert ended == set(streams), f"{sorted(set(streams) - ended)}: the checker never reported the stream ended"
     finally:
         stop.set()
         thread.join(5)

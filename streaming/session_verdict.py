@@ -144,9 +144,13 @@ def nothing_recognised(recognised: int, counted: int) -> bool:
     return recognised == 0 and counted == 0
 
 
-def no_verdict_text(frames: int) -> str:
+def no_verdict_text(frames: int, stopped: bool = False) -> str:
     """What is said of a session that recognised nothing (`nothing_recognised`), in the view, eval and the
-    dashboard."""
+    dashboard; of one ``stopped`` by the person, that its frames ended at the stop: a real recording stopped before
+    its first step is confirmed (seconds at one vector a second) says nothing of the detector."""
+    if stopped:
+        return (f"no key-step recognised in the {count_of(frames, 'frame')} before the stop, so no verdict (if a step "
+                "was done in them: is the detector trained for this procedure and this view?)")
     return (f"no key-step recognised in {count_of(frames, 'frame')}, so no verdict (is the detector trained for "
             "this procedure and this view?)")
 
@@ -175,7 +179,7 @@ def ended_text(
         The line and its tone.
     """
     if nothing_recognised(recognised, max(counted, len(verdict.mistakes))):
-        return no_verdict_text(frames), "no verdict"
+        return no_verdict_text(frames, stopped), "no verdict"
     line = verdict_text(verdict, name, counted=counted, stopped=stopped)
     if line not in (CORRECT, STOPPED_CORRECT):
         return line, "mistaken"

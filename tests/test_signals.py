@@ -297,6 +297,23 @@ def test_a_stopped_live_run_still_shows_its_sessions_end_report(name: str, group
     assert lines[-1]["kind"] == "status" and lines[-1]["ended"]
 
 
+def test_a_live_run_stopped_before_its_first_step_says_nothing_was_recognised_before_the_stop(
+        tmp_path: Path) -> None:
+    # A user replaying a real recording (one vector a second) stopped it after 13 s, before its first step could be
+    # confirmed, and read "no key-step recognised in 13 frames, so no verdict (is the detector trained for this
+    # procedure and this view?)": a verdict on the detector from a session that had not reached any step.
+    features = tmp_path / "rec.npy"
+    np.save(features, np.zeros((3000, 1280), np.float32))  # the demo detector's width; it confirms nothing in it
+    argv = ["--features", str(features), "--graph", str(GRAPH), "--detector", str(DETECTOR)]
+    with child("streaming.stream_detect_cli", argv) as running:
+        running.wait_for(lambda: b"rec " in running.out)  # real time: the stream's first status is drawn
+        assert_stopped_by(running, "SIGINT", running.interrupt(signal.SIGINT), 130, note="stopped")
+    text = " ".join(ANSI.sub("", running.out.decode(errors="replace")).split())
+    line = re.search(r"rec stopped: no key-step recognised in the \d+ frames? before the stop, so no verdict \(if a "
+                     r"step was done in them: is the detector trained for this procedure and this view\?\)", text)
+    assert line, text[-600:]
+
+
 @pytest.mark.usefixtures("demo_cache")
 @pytest.mark.parametrize("name", SIGNALS)
 def test_a_stopped_live_run_keeps_its_annotated_video_up_to_the_stop(name: str, tmp_path: Path) -> None:

@@ -404,7 +404,7 @@ class DashboardState:
             "last_done": self.name(status.done[-1]) if status is not None and status.done else None,
             "alerts": None if status is None else status.alerts,
             "never_done": None if report is None or unjudged else [self.name(step) for step in report.missing],
-            "no_verdict": no_verdict_text(status.frames) if status is not None and unjudged else None,
+            "no_verdict": no_verdict_text(status.frames, status.stopped) if status is not None and unjudged else None,
         }
 
     def _finished_event(self, session: FinishedSession) -> dict[str, Any]:
@@ -514,7 +514,7 @@ class DashboardState:
             "alerts": status.alerts,
             "last_alert": None if last is None or last.alert.run != status.run else self._alert_brief(last),
             "never_done": never,
-            "no_verdict": no_verdict_text(status.frames) if unjudged else None,
+            "no_verdict": no_verdict_text(status.frames, status.stopped) if unjudged else None,
             "fps": status.fps if state in ("live", "ended") else None,
             "frames": status.frames,
             "dropped": status.dropped,

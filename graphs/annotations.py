@@ -527,7 +527,8 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
             # step_name is optional and never read for learning; one that names another step means shifted ids
             if "step_name" in seg and seg["step_name"] != taxonomy[scenario][step]:
                 raise InputError(f"{where}.step_name = {as_written(seg['step_name'], 60)} is not the name of "
-                                 f"step_id {step} ({taxonomy[scenario][step]!r:.60} in the {scenario!r} taxonomy)")
+                                 f"step_id {step} ({as_written(taxonomy[scenario][step], 60)} in the {scenario!r} "
+                                 "taxonomy)")
             spans.append(_span(seg, where, check_times))
             has_errors = seg.get("has_errors", False)
             if not isinstance(has_errors, bool):

@@ -96,7 +96,7 @@ def test_video_without_a_scenario_is_told_so(tmp_path: Path) -> None:
         (lambda d: d["taxonomy"]["tent"].update({"2": {"name": "spread", "id": 2}}),
          r"taxonomy\['tent'\]\['2'\]\.name = \"spread\" is the name of step 1 too"),
         (lambda d: d["annotations"]["v1"]["segments"][0].update(step_name="stake"),
-         r"segments\[0\]\.step_name = \"stake\" is not the name of step_id 1 \('spread' in the 'tent' taxonomy\)"),
+         r"segments\[0\]\.step_name = \"stake\" is not the name of step_id 1 \(\"spread\" in the 'tent' taxonomy\)"),
         # A graph learned from a blank name would be refused by the graph loader.
         (lambda d: d["taxonomy"]["tent"]["1"].update(name=" "),
          r"taxonomy\['tent'\]\['1'\]\.name holds no visible character; every step needs a name"),
@@ -111,6 +111,24 @@ def test_wrong_types_and_repeated_taxonomy_ids_are_one_line(tmp_path: Path, chan
     path.write_text(json.dumps(data))
     with pytest.raises(InputError, match=message):
         load_annotations(path)
+
+
+def test_a_long_step_name_another_segment_names_is_cut_where_it_says_so(tmp_path: Path) -> None:
+    # CaptainCook4D's step names are sentences: the line read "... is not the name of step_id 112 ('Spread-Spread nut
+    # butter onto the tortilla, leaving 1/2-inc in the 'pinwheels' taxonomy)": the name cut mid-word with no "...",
+    # its quote never closed, read as the taxonomy's name; it is now spelt as the file writes it and cut as every
+    # value a line quotes is (`as_written`), as the step_name beside it is.
+    name = "Spread-Spread nut butter onto the tortilla, leaving 1/2-inch uncovered at the edges"
+    path = tmp_path / "labels.json"
+    path.write_text(json.dumps({
+        "annotations": {"10_16": {"scenario": "pinwheels", "recording_id": "10_16", "segments": [
+            {"step_id": 112, "start_time": 1.0, "end_time": 2.0, "step_name": 5}]}},
+        "taxonomy": {"pinwheels": {"112": {"name": name, "id": 112}}},
+    }))
+    with pytest.raises(InputError) as refused:
+        load_annotations(path)
+    assert str(refused.value) == (f"{path}: annotations['10_16'].segments[0].step_name = 5 is not the name of step_id "
+                                  f'112 ("{name[:56]}... in the \'pinwheels\' taxonomy)')
 
 
 def test_missing_file_and_invalid_json(tmp_path: Path) -> None:

@@ -407,7 +407,8 @@ def _read_annotation_json(path: str | Path) -> Any:
 
 
 def load_annotations(path: str | Path, check_times: bool = True, scenario_read: str | None = None,
-                     scenario_required: bool = False, learns_graph: bool = True) -> Annotations:
+                     scenario_required: bool = False, learns_graph: bool = True,
+                     warn_timing: bool = True) -> Annotations:
     """Read and validate an annotation file.
 
     Every segment's ``step_id`` must be in its scenario's taxonomy; errors name the video,
@@ -429,6 +430,9 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
             refused (`Annotations.check_scenario`) before the warning, which would only precede the error.
         learns_graph: the command learns a graph from the file: the warning names its steps never done
             (`timing_warning`).
+        warn_timing: print `timing_warning`'s line; False for a command that learns its scenario from what it reads
+            next (`recognition-features import`: from the feature files' recordings) and prints the line of that
+            scenario itself, rather than one counting the videos of every scenario of the file.
 
     Returns:
         The annotations.
@@ -554,7 +558,7 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
             raise InputError(f"{src}: a table without a scenario column holds one scenario, {DEFAULT_SCENARIO!r}: "
                              f"leave --scenario out, or add a scenario column naming {printable(scenario_read)!r}")
         annotations.check_scenario(scenario_read, "--scenario")
-    for line in (timing_warning(annotations, scenario_read, learns_graph),
+    for line in (timing_warning(annotations, scenario_read, learns_graph) if warn_timing else None,
                  step_spelling_warning(src, data) if is_table(path) and check_times else None):
         if line is not None:
             print(printable(line), file=sys.stderr, flush=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from typing import Final
 
 import numpy as np
 
-from graphs.annotations import choose_scenario, frames_hint, load_annotations, time_order
+from graphs.annotations import choose_scenario, frames_hint, load_annotations, time_order, timing_warning
 from graphs.common.array_files import FLOAT_KINDS, npy_header_shape, read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, not_a_file, not_a_folder
@@ -518,8 +519,10 @@ def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
     check_feature_folder_out(config.out)  # after the two above, which say more of the same mistake
     files = feature_files(config.features)
     report.unread = unread_line(config.features)
+    # Without --scenario the feature files choose it (below): the file's warning then counts that scenario's videos,
+    # not those of every recipe of a data set's file.
     annotations = load_annotations(config.annotations, scenario_read=config.scenario, scenario_required=True,
-                                   learns_graph=False)
+                                   learns_graph=False, warn_timing=config.scenario is not None)
     unannotated = [name for name in files if name not in annotations.videos]
     if unannotated:
         raise InputError(f"--features {config.features}: {count_of(len(unannotated), 'feature file')} with no "
@@ -535,6 +538,9 @@ def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
             raise InputError(f"--features {config.features}: its recordings are of {len(scenarios)} scenarios of "
                              f"{config.annotations} ({counts} files); choose one with --scenario")
         scenario = choose_scenario(annotations, next(iter(scenarios)))
+        warned = timing_warning(annotations, scenario, learns_graph=False)
+        if warned is not None:
+            print(printable(warned), file=sys.stderr, flush=True)
     else:
         scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)

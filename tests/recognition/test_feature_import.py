@@ -331,6 +331,27 @@ def test_recordings_of_several_scenarios_name_the_folders_scenarios(tmp_path: Pa
     assert "1 feature file is of recordings of another scenario (rec4)" in capsys.readouterr().out
 
 
+def test_the_file_warning_counts_the_scenario_the_feature_files_chose(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # The README's import (no --scenario) of one recipe's files with `tgml captaincook-labels`' file of six recipes
+    # warned "labels.json: 65 segments in 33 videos overlap an earlier one (10_16, 10_18, 10_24 and 30 more ...)",
+    # videos of recipes not imported; given --scenario, or in stream-detect eval, the same file said "(scenario
+    # pinwheels): 15 segments in 10 videos".
+    root = write_recordings(tmp_path, count=3)
+    labels = json.loads((root / "labels.json").read_text())
+    labels["taxonomy"] |= {"kite": STEPS}
+    kite = labels["annotations"]["rec0"] | {"scenario": "kite", "segments": [segment(0, 5.0, 25.0),
+                                                                             segment(1, 20.0, 50.0)]}
+    labels["annotations"] |= {f"kite_{k}": kite | {"recording_id": f"kite_{k}"} for k in range(4)}
+    labels["annotations"]["rec1"]["segments"][1]["start_time"] = 24.0  # one overlap among the imported ones
+    (root / "labels.json").write_text(json.dumps(labels))
+    assert main(argv(root, "--test-videos", "rec2")) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: {root / 'labels.json'} (scenario tent): 1 segment in 1 video overlaps an earlier "
+                        "one (rec1; accepted; where frames are labelled, the segment that started last owns the "
+                        "overlap)"]
+
+
 def test_a_test_recording_of_another_scenario_is_named_as_such_not_as_a_typo(tmp_path: Path,
                                                                              capsys: pytest.CaptureFixture[str]
                                                                              ) -> None:

@@ -419,9 +419,11 @@ def build_parser() -> ArgumentParser:
     _overlay_args(ev, "DIR", "write each video to DIR/<video>.mp4 with the step seen, the steps done and the alerts")
     ev.add_argument("--no-cache", action="store_true", help="run every video again (default: reuse cached results)")
     ev.add_argument("--quiet", action="store_true", help="no progress bars")
-    ev.add_argument("--threads", type=threads_option, default=1, help="torch threads (default 1)")
+    ev.add_argument("--threads", type=threads_option, default=1,
+                    help="cores the feature extractor and the detector use (default 1): torch threads, one video at "
+                         "a time")
     ev.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                    help="where the detector runs (default auto: CUDA when torch sees one)")
+                    help="where features and detector run (default auto: CUDA when torch sees one)")
     ev.add_argument("--reader", default="auto", choices=("auto", "decord", "opencv"),
                    help="file reader (default auto: decord where it reads the file, else OpenCV)")
     ev.add_argument("--ignore-names", action="store_true",

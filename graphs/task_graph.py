@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -315,15 +316,23 @@ class TaskGraph:
         ids: list[int] = []
         names: list[str] = []
         for k, step in enumerate(steps):
-            if not isinstance(step, dict) or not _is_int(step.get("id")) or not isinstance(step.get("name"), str):
-                raise InputError(f"{source}: steps[{k}] must be {{'id': int, 'name': str}}")
+            if not isinstance(step, dict):
+                raise InputError(f"{source}: steps[{k}] = {as_written(step, 40)} must be an object "
+                                 '{"id": integer, "name": string}')
+            for key, fits, kind in (("id", _is_int, "an integer"), ("name", _is_str, "a string")):
+                if key not in step:
+                    raise InputError(f"{source}: steps[{k}] has no field {key!r}; each step is "
+                                     '{"id": integer, "name": string}')
+                if not fits(step[key]):
+                    raise InputError(f"{source}: steps[{k}].{key} = {as_written(step[key], 40)} must be {kind}")
             if not is_step_id(step["id"]):
                 raise InputError(f"{source}: steps[{k}].id = {step['id']} must be {STEP_ID_RULE}")
             ids.append(int(step["id"]))
             names.append(step["name"])
         optional_scores = _optional_scores(steps, version, source)
         if len(set(ids)) != len(ids):
-            dup = next(i for i in ids if ids.count(i) > 1)
+            counts = Counter(ids)
+            dup = next(i for i in ids if counts[i] > 1)
             raise InputError(f"{source}: step id {dup} appears twice in 'steps'")
         nodes: list[Node] = [START, *ids, END]
         index = {node: i for i, node in enumerate(nodes)}
@@ -415,6 +424,10 @@ def _check_probabilities(weights: np.ndarray, kind: object, source: str) -> None
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
 
 
 def _optional_scores(steps: list[dict[str, Any]], version: int, source: str) -> np.ndarray | None:

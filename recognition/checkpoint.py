@@ -21,7 +21,9 @@ A checkpoint is written with `torch.save` as a plain dictionary and read back wi
 names none) loads with ``scenario = None``, and only its step names are compared with a task graph's. ``evidence``
 was added the same way: the calibration of the detector's evidence measured on the validation videos at training
 time (`recognition.evidence.EvidenceModel.to_dict`, every field checked on load), or null; older checkpoints load
-with None.
+with None. ``info.feature_scale`` (``{"largest": 5.21}``: the largest absolute value of the features it was trained on,
+`DetectorCheckpoint.training_scale`) was added the same way: the feature files fed to the detector are compared with
+it (`recognition.model.scale_mismatch`); an older checkpoint, which has none, loads as before and nothing is compared.
 
 `load_detector` refuses, with one line naming the file, anything else: a truncated or unreadable
 file (whatever its bytes: the loader is fuzzed), an archive that unpacks to far more than its size (a zip bomb),
@@ -30,7 +32,8 @@ weights (stored weights may be stride-0 views of one number: what the config ann
 weights that are not exactly the tensors of the stored config (checked before the model is built) or are not finite,
 inconsistent class lists, class names or step ids the live pipeline could not send (`graphs.limits`: names of
 at most `MAX_NAME` characters, step ids in ``0..2^31-1``), an ``fps`` no stream runs at (above
-`graphs.common.options.MAX_FPS`), and segmenter settings (``info.segmenter``) its streams could not run with: each
+`graphs.common.options.MAX_FPS`), an ``info.feature_scale`` that is not an object holding a finite ``largest`` at
+least 0, and segmenter settings (``info.segmenter``) its streams could not run with: each
 named as the file stores it (``det.pt: info.segmenter.background = -1``), not when a stream starts.
 """
 
@@ -64,6 +67,7 @@ FORMAT_NAME: Final = "miniroad-detector"
 FORMAT_VERSION: Final = 1
 MAX_CHECKPOINT_BYTES: Final = 4 * 2**30  # the published 4096-d MiniROAD is 115 MB; a bigger "checkpoint" is not one
 MAX_MODEL_BYTES: Final = 2**30  # float32 weights a checkpoint's config may announce: 9 times the published model
+FEATURE_SCALE: Final = "feature_scale"  # info's field: {"largest": the training features' largest absolute value}
 UNPACKED_SLACK_BYTES: Final = 64 * 2**20  # what a checkpoint's archive may unpack to beyond its own size
 
 
@@ -141,12 +145,33 @@ class DetectorCheckpoint:
             raise InputError(f"detector checkpoint: fps = {as_written(self.fps)} must be a positive number at most "
                              f"{MAX_FPS:g}")
         self.segmenter_config()  # its settings are checked when the file is read, not when a stream starts
+        self.training_scale()  # checked when the file is read, not when the first feature file is compared with it
 
     def segmenter_config(self) -> SegmenterConfig:
         """The segmenter settings the detector's streams run with (``info.segmenter``, at its fps; defaults where it
         stores none), checked against its classes (`recognition.segmenter.detector_segmenter_config`)."""
         settings = self.info.get("segmenter") if isinstance(self.info, dict) else None
         return detector_segmenter_config(settings, self.fps, self.class_step_ids, "detector checkpoint: info.segmenter")
+
+    def training_scale(self) -> float | None:
+        """The largest absolute value of the features the detector was trained on (``info.feature_scale.largest``,
+        `recognition.train.checkpoint_info`), which the files fed to it are compared with
+        (`recognition.model.scale_mismatch`); None for a checkpoint written before it was recorded.
+
+        Raises:
+            InputError: the field is there but not an object holding a finite number at least 0.
+        """
+        scale = self.info.get(FEATURE_SCALE) if isinstance(self.info, dict) else None
+        if scale is None:
+            return None
+        where = f"detector checkpoint: info.{FEATURE_SCALE}"
+        if not isinstance(scale, dict):
+            raise InputError(f"{where} must be an object, got {json_kind(scale)}")
+        largest = scale.get("largest")
+        if not isinstance(largest, int | float) or isinstance(largest, bool) or not 0 <= largest < math.inf:
+            raise InputError(f"{where}.largest = {as_written(largest, 60)}: expected a finite number >= 0 (the "
+                             "largest absolute value of the features it was trained on)")
+        return float(largest)
 
     def renumbered(self, steps: Mapping[int, int]) -> DetectorCheckpoint:
         """The same detector with its key-steps under other ids: each class's step id, and the steps its evidence

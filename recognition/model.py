@@ -224,6 +224,63 @@ def feature_scale(features: np.ndarray) -> tuple[float, str]:
     return largest, "rescale them, e.g. divide each by its standard deviation" if largest > LARGE_FEATURE else ""
 
 
+# A recording's features reaching more than this many times the largest absolute value of the features its detector
+# was trained on are warned of (`scale_mismatch`). The 90 CaptainCook4D recordings each stay within 1.03 times the
+# largest of the 89 others (5.21), so a backbone's own recordings are far inside it; a file another extractor, other
+# units or no standardisation made is two orders of magnitude off before it is said to be.
+SCALE_RATIO: Final = 100.0
+
+
+def largest_by_row(features: np.ndarray) -> np.ndarray:
+    """``(T,)`` float64: each row's largest absolute value, with no ``(T, D)`` temporary (an hour of 4096-wide
+    float32 features at 4 a second is 236 MB)."""
+    if features.shape[-1] == 0:
+        return np.zeros(features.shape[:-1])
+    return np.maximum(features.max(axis=-1), -features.min(axis=-1)).astype(np.float64)
+
+
+def scale_mismatch(features: np.ndarray, trained_largest: float | None, where: str) -> str | None:
+    """The warning for a recording whose features are far beyond the scale of those its detector was trained on,
+    or None.
+
+    The rule: the recording's largest absolute value is more than `SCALE_RATIO` times the training's
+    (``trained_largest``, `recognition.checkpoint.DetectorCheckpoint.training_scale`); the line names the first
+    vector past it. A detector written before checkpoints recorded that scale (None) is said nothing of.
+
+    It is a warning, never an error, at any size. Where a detector's output stops meaning anything depends on its
+    weights, not on the file: its first layer is followed by a layer norm, which makes it nearly blind to a uniform
+    rescaling (a CaptainCook4D recording multiplied by 1e2 to 1e18 gave probabilities within 0.002 of its own,
+    through a detector trained for an epoch on such recordings) until its float32 squares overflow (that detector:
+    between 5e18 and 5e19), past which its output is the same whatever the features. A bound on the file alone would
+    refuse files some detector reads as it should, or let through some another cannot; an output that is not finite
+    is refused as it is (`finite_outputs`). What the rule says is that the file was not made as the training files
+    were (another extractor, other units, a scaling of one's own), which changes what the detector sees unless the
+    change is a uniform factor: said once per recording, the run goes on. It sees only gross differences: the
+    CaptainCook4D features standardised (each dimension to mean 0, deviation 1) reach 4.9 where the raw ones reach
+    5.2, and no bound on the largest value tells the two apart.
+
+    Args:
+        features: ``(T, D)`` the recording's features.
+        trained_largest: the largest absolute value of the detector's training features (None: unknown).
+        where: the recording's file, as the warning names it.
+
+    Returns:
+        The warning's text (without ``warning:``), or None.
+    """
+    if trained_largest is None:
+        return None
+    rows = largest_by_row(features)
+    past = np.flatnonzero(rows > SCALE_RATIO * trained_largest)
+    if not past.size:
+        return None
+    largest = float(rows.max())
+    times = f"{largest / trained_largest:.3g} times" if trained_largest > 0 else "far beyond"
+    return (f"{where}: the features reach {largest:.3g} in absolute value (first past {SCALE_RATIO:g} times the "
+            f"training's at vector {int(past[0])}), {times} the largest of those the detector was trained on "
+            f"({trained_largest:.3g}): its output may mean nothing; give it features scaled as its training features "
+            "were (the same extractor, units and standardisation)")
+
+
 def output_probabilities(logits: Tensor, num_classes: int) -> Tensor:
     """The last layer's outputs as probabilities: softmax over the ``C`` classes, a sigmoid per done state.
 

@@ -70,7 +70,7 @@ from graphs.common.settings_files import (
 )
 from graphs.training_sources import features_identity
 from recognition.augment import blur_targets, class_weights, order_positions, perturb_windows, speed_positions
-from recognition.checkpoint import save_detector
+from recognition.checkpoint import FEATURE_SCALE, save_detector
 from recognition.confirmation import ConfirmationChoice, choose_confirmation
 from recognition.evidence import MAX_WINDOW_S, EvidenceModel
 from recognition.evidence_calibration import calibrate_evidence
@@ -95,6 +95,7 @@ from recognition.model import (
     done_targets,
     feature_scale,
     finite_outputs,
+    largest_by_row,
     output_probabilities,
 )
 from recognition.motion import MAX_MOTION_LAG, model_inputs
@@ -594,6 +595,8 @@ class TrainingData:
         weights: ``(C,)`` class weights of the loss (None: plain cross-entropy).
         noise_scale: ``(D,)`` noise standard deviation per dimension (None: no noise).
         background: ``(N_b, D)`` background frames to mix in (None: no mixing).
+        sources: each fitting video's file(s), as errors name them (a diverged run names the one with the largest
+            feature, `divergence_hint`).
     """
 
     lengths: list[int]
@@ -604,6 +607,7 @@ class TrainingData:
     weights: torch.Tensor | None
     noise_scale: np.ndarray | None
     background: np.ndarray | None
+    sources: tuple[str, ...] = ()
 
 
 def training_data(
@@ -622,7 +626,8 @@ def training_data(
                if weighted else None)
     noise = stack[0].std(axis=0) * config.feature_noise if config.feature_noise else None
     back = stack[0][hard[:, list(background)].sum(axis=1) > 0] if config.background_mix and background else None
-    return TrainingData(lengths, stack, targets, hard, background, weights, noise, back)
+    return TrainingData(lengths, stack, targets, hard, background, weights, noise, back,
+                        tuple(v.source or f"video {v.name!r}" for v in videos))
 
 
 def epoch_targets(
@@ -801,13 +806,34 @@ def train_detector(
                         keep_by, validation, refit, stopped.stop, stopped.during)
 
 
-def divergence_hint(features: np.ndarray, lr: float) -> str:
-    """What to try when training diverged: features far from the usual scale first, else a smaller learning rate."""
+def divergence_hint(features: np.ndarray, lr: float, lengths: Sequence[int] = (), sources: Sequence[str] = ()) -> str:
+    """What to try when training diverged: features far from the usual scale first (named in the recording that holds
+    the largest, among the many a folder holds), else a smaller learning rate.
+
+    Args:
+        features: ``(L, D)`` the fitting videos' features, concatenated, or ``(K + 1, L, D)`` with their augmented
+            copies (`TrainingData.features`).
+        lr: the learning rate the run used.
+        lengths: the frame count of each fitting video, in concatenation order (none: no recording is named).
+        sources: each one's file(s), as errors name them.
+    """
     largest, rescale = feature_scale(features)
-    if rescale:
-        return (f"the features reach {largest:.3g} in absolute value: {rescale}, before importing; or try a smaller "
-                f"[train] lr than {lr:g}")
-    return f"try a smaller [train] lr than {lr:g}"
+    if not rescale:
+        return f"try a smaller [train] lr than {lr:g}"
+    where = ""
+    if lengths and len(sources) == len(lengths):
+        rows = largest_by_row(features).reshape(-1, features.shape[-2])  # (K + 1, L)
+        copy, row = np.unravel_index(int(rows.argmax()), rows.shape)
+        video = int(np.searchsorted(np.cumsum(lengths), row, side="right"))
+        first = int(row) - int(sum(lengths[:video]))
+        where = f" in {sources[video]} (vector {first}" + (f" of its augmented copy {copy}" if copy else "") + ")"
+    return (f"the features reach {largest:.3g} in absolute value{where}: {rescale}, before importing; or try a smaller "
+            f"[train] lr than {lr:g}")
+
+
+def prepared_hint(prepared: TrainingData, lr: float) -> str:
+    """`divergence_hint` of the fitting videos a run trained on."""
+    return divergence_hint(prepared.features, lr, prepared.lengths, prepared.sources)
 
 
 def run_epochs(
@@ -872,7 +898,7 @@ def run_epochs(
             if not math.isfinite(value):
                 raise InputError(
                     f"training diverged: loss {value} at epoch {epoch}, batch {start // config.batch_size + 1} "
-                    f"({divergence_hint(prepared.features, config.lr)}); no checkpoint written"
+                    f"({prepared_hint(prepared, config.lr)}); no checkpoint written"
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -883,7 +909,7 @@ def run_epochs(
             bar.update(task, advance=1, loss=total / count)
         if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
             raise InputError(f"training diverged: epoch {epoch} left NaN/infinite weights "
-                             f"({divergence_hint(prepared.features, config.lr)})")
+                             f"({prepared_hint(prepared, config.lr)})")
         after_epoch(model, EpochScores(epoch, total / max(count, 1)))
     return done
 
@@ -991,6 +1017,9 @@ def checkpoint_info(config: DetectorTrainConfig, data: FeatureDataset, outcome: 
         "train_identities": {v.name: {"features": features_identity(v.features)}
                              | ({"video": data.video_identities[v.name]} if v.name in data.video_identities else {})
                              for v in data.train},
+        # The scale the detector knows: the files fed to it later are compared with it (`scale_mismatch`).
+        FEATURE_SCALE: {"largest": float(max((largest_by_row(v.features).max(initial=0.0) for v in data.train),
+                                             default=0.0))},
         "validation_videos": list(outcome.validation),
         "test_videos": [v.name for v in data.test],
         "kept_epoch": outcome.kept_epoch,

@@ -318,3 +318,29 @@ def test_stream_detect_names_the_checkpoint_of_bad_segmenter_settings(tmp_path: 
     torch.save(data, bad)
     assert cli_error(stream_detect, ["--video", "demo", "--detector", str(bad), "--jsonl"], capsys) == (
         f"error: {bad}: info.segmenter.background = 99: must be a class index of the detector (0..6) or null")
+
+
+@pytest.mark.parametrize(("scale", "line"), [
+    ("5.2", "info.feature_scale must be an object, got a string"),
+    ({"largest": -1}, "info.feature_scale.largest = -1: expected a finite number >= 0 (the largest absolute value of "
+     "the features it was trained on)"),
+    ({"largest": float("nan")}, "info.feature_scale.largest = nan: expected a finite number >= 0"),
+    ({"largest": True}, "info.feature_scale.largest = true: expected a finite number >= 0"),
+    ({}, "info.feature_scale.largest = null: expected a finite number >= 0"),
+])
+def test_the_training_features_scale_is_checked_when_read_naming_the_file_and_field(
+    tmp_path: Path, scale: object, line: str
+) -> None:
+    # What feature files are compared with (`scale_mismatch`): a damaged one is refused when the file is read, not
+    # when the first file is fed to the detector.
+    path = _stored(tmp_path, "info", {"feature_scale": scale})
+    with pytest.raises(InputError) as refused:
+        load_detector(path)
+    assert str(refused.value).startswith(f"{path}: {line}")
+
+
+def test_the_training_features_scale_loads_as_written_and_an_older_checkpoint_has_none(tmp_path: Path) -> None:
+    _, meta = load_detector(_stored(tmp_path, "info", {"feature_scale": {"largest": 5.21}}))
+    assert meta.training_scale() == 5.21
+    _, path = _saved(tmp_path)  # written without it, as every checkpoint before it was: it loads, nothing compared
+    assert load_detector(path)[1].training_scale() is None

@@ -451,6 +451,36 @@ def test_a_divergence_on_features_far_from_the_usual_scale_names_the_scale_not_o
     assert divergence_hint(np.ones((4, 3), dtype=np.float32), 1e-3) == "try a smaller [train] lr than 0.001"
 
 
+def test_a_divergence_on_huge_features_names_the_recording_that_holds_them(
+    feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "the features reach 1e+31 in absolute value" left the user to search a folder of many files for the one.
+    path = feature_folder / "rgb_synth" / "video_03.npy"
+    features = np.load(path)
+    features[50:] *= np.float32(1e30)
+    np.save(path, features)
+    config = tmp_path / "one.toml"
+    config.write_text(small_config.read_text().replace("epochs = 8", "epochs = 1"))
+    err = cli_error(main, _argv(feature_folder, config, tmp_path / "detector.pt"), capsys)
+    by_row = np.abs(features).max(axis=1)
+    assert err.startswith("error: training diverged: "), err
+    assert (f"the features reach {by_row.max():.3g} in absolute value in {path} (vector {int(by_row.argmax())}): "
+            "rescale them") in err, err
+
+
+def test_a_checkpoint_records_the_largest_training_feature_which_files_fed_to_it_are_compared_with(
+    feature_folder: Path, small_config: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "detector.pt"
+    config = tmp_path / "one.toml"
+    config.write_text(small_config.read_text().replace("epochs = 8", "epochs = 1"))
+    assert main(_argv(feature_folder, config, out)) == 0
+    split = json.loads((feature_folder / "split.json").read_text())
+    # Over the training split (validation videos included: they chose the kept epoch), not the test videos.
+    largest = max(float(np.abs(np.load(feature_folder / "rgb_synth" / f"{name}.npy")).max()) for name in split["train"])
+    assert load_detector(out)[1].training_scale() == pytest.approx(largest)
+
+
 def test_a_diverging_run_is_an_error_and_keeps_the_existing_checkpoint(
     feature_folder: Path, small_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,7 +18,7 @@ from graphs.common.safe_text import first_few
 from graphs.task_graph import TaskGraph, load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector
 from recognition.evidence import DEFAULT_FALSE_RATE, DEFAULT_MISS_RATE, EvidenceModel, EvidenceReporter
-from recognition.model import MiniROAD
+from recognition.model import MiniROAD, scale_mismatch
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
 from streaming.alert_modes import DEFAULT_ONSET_FRAMES
 from streaming.demo.paths import default_demo_paths, is_demo_video, resolve_video
@@ -448,13 +448,18 @@ def load_parts(source: StreamSource, threads: int = 1, warn: Callable[[str], Non
 
 
 def open_videos(sources: Sequence[StreamSource], fps: float,
-                warn: Callable[[str], None] = print_warning) -> list[VideoReader]:
+                warn: Callable[[str], None] = print_warning, training_scale: float | None = None) -> list[VideoReader]:
     """Open every source's video at the detector's rate; if one cannot be opened, those opened before it are closed.
+
+    A feature file far beyond the scale of the detector's training features is warned of as it opens, naming its
+    first vector past the rule (`recognition.model.scale_mismatch`): once per file, before the stream starts.
 
     Args:
         sources: the streams' videos.
         fps: the detector's rate.
         warn: where the readers' warnings go as they read (`streaming.readers.VideoReader.warn`): a service's log.
+        training_scale: the largest absolute value of the detector's training features
+            (`recognition.checkpoint.DetectorCheckpoint.training_scale`; None: unknown, nothing compared).
 
     Returns:
         The readers (the caller's to close).
@@ -465,8 +470,14 @@ def open_videos(sources: Sequence[StreamSource], fps: float,
             raise InputError("--features files and --video sources cannot share one detector: run them apart")
         for source in sources:
             config = replace(source.reader, fps=fps)
-            readers.append(FeatureFileReader(source.video, config) if is_feature_file(source.video)
-                           else open_reader(resolve_video(source.video), config, warn))
+            if is_feature_file(source.video):
+                features = FeatureFileReader(source.video, config)
+                readers.append(features)
+                far = scale_mismatch(features.features, training_scale, features.label)
+                if far is not None:
+                    warn(far)
+            else:
+                readers.append(open_reader(resolve_video(source.video), config, warn))
             slow = frames_read_again(source.video, readers[-1].source_fps, fps)
             if slow is not None:
                 warn(slow)
@@ -496,7 +507,7 @@ def open_streams(
     """
     parts = load_parts(sources[0], threads, warn)
     assert parts.graph is not None and isinstance(parts.extractor, FeatureExtractor)
-    readers = open_videos(sources, parts.checkpoint.fps, warn)
+    readers = open_videos(sources, parts.checkpoint.fps, warn, parts.checkpoint.training_scale())
     return OpenedStreams(parts.graph, parts.model, parts.checkpoint, parts.extractor, readers)
 
 

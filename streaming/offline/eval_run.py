@@ -57,7 +57,7 @@ from graphs.training_sources import (
 from recognition.checkpoint import DetectorCheckpoint
 from recognition.feature_folders import ANNOTATION_SLACK_S, load_split
 from recognition.feature_import import LONG_FILE_RATIO, NO_FRAMES, is_npy_name, span_ratio, unread_line
-from recognition.model import MiniROAD
+from recognition.model import MiniROAD, scale_mismatch
 from recognition.segment_metrics import TimedSegment
 from recognition.segmenter import SegmenterConfig, SegmenterOverrides
 from streaming.alert_modes import DEFAULT_ALERT_ON, check_alert_on
@@ -879,6 +879,9 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
             reader = open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named)
             if hash_features:
                 feature_identities[video.name] = features_identity(reader.features)
+            far = scale_mismatch(reader.features, chain.checkpoint.training_scale(), video.named)
+            if far is not None:  # once per recording, here: the runs read the file again
+                warn(far)
             lengths.append(len(reader.features) / chain.checkpoint.fps)
             check_annotation_fits(video, lengths[-1], ANNOTATION_SLACK_S + 1 / chain.checkpoint.fps,
                                   config.annotations)

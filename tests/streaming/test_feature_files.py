@@ -24,6 +24,7 @@ from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
 from graphs.task_graph import load_graph
 from recognition.checkpoint import DetectorCheckpoint, load_detector, save_detector
+from recognition.model import largest_by_row, scale_mismatch
 from recognition.recognition_train_cli import main as train_main
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
@@ -294,14 +295,66 @@ def test_features_that_make_the_detector_overflow_are_refused_naming_the_file(
     del learned["info"]["train_identities"]
     graph.write_text(json.dumps(learned))
     capsys.readouterr()
-    err = cli_error(stream_detect, eval_argv(trained, "--videos-list", "test_ok", "--features", str(big), "--graph",
-                                             str(graph)), capsys)
+    # Warned of as it opens (far beyond the training's scale), then refused once the output is not finite.
+    err = refused_after_scale_warning(eval_argv(trained, "--videos-list", "test_ok", "--features", str(big),
+                                                "--graph", str(graph)), capsys)
     # The cause said as it is, with the value: "features far outside the range it was trained on?" guessed.
     cause = "(float32 arithmetic overflowed in the detector; the features reach 1e+38 in absolute value: rescale them"
     assert str(big / "test_ok.npy") in err and "non-finite probabilities" in err and cause in err
-    err = cli_error(stream_detect, ["--features", str(big / "test_ok.npy"), "--graph", str(trained / "graph.json"),
-                                    "--detector", str(trained / "detector.pt"), "--fast", "--jsonl"], capsys)
+    err = refused_after_scale_warning(["--features", str(big / "test_ok.npy"), "--graph", str(trained / "graph.json"),
+                                       "--detector", str(trained / "detector.pt"), "--fast", "--jsonl"], capsys)
     assert str(big / "test_ok.npy") in err and "non-finite probabilities" in err and cause in err
+
+
+def scale_warnings(err: str) -> list[str]:
+    """The lines of ``err`` that warn of features far beyond the detector's training scale."""
+    return [line for line in err.splitlines() if line.startswith("warning: ") and "the features reach" in line]
+
+
+def refused_after_scale_warning(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """``stream-detect argv``'s error line, checked as `cli_error` checks it, after the one warning of the file's
+    scale that comes before it."""
+    with pytest.raises(SystemExit) as exit_info:
+        stream_detect(argv)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(lines) == 2 and scale_warnings(lines[0]) == lines[:1], lines
+    assert lines[1].startswith("error: ") and "Traceback" not in lines[1], lines
+    return lines[1]
+
+
+def test_feature_files_far_beyond_the_detectors_training_scale_are_warned_of_once_each(
+        trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Multiplied by 1e6 from vector 10 on (other units, another extractor): every value and every output stays finite,
+    # so nothing was said, and eval scored the detector on features of a scale it never saw.
+    scale = load_detector(trained / "detector.pt")[1].training_scale()
+    assert scale == pytest.approx(max(float(np.abs(np.load(trained / "npy" / f"rec{v}.npy")).max()) for v in range(8)))
+    far = tmp_path / "far"
+    far.mkdir()
+    features = np.load(trained / "npy" / "test_ok.npy").astype(np.float32)
+    features[10:] *= np.float32(1e6)
+    np.save(far / "test_ok.npy", features)
+    shutil.copy(trained / "npy" / "test_wrong.npy", far / "test_wrong.npy")  # of the training's scale: nothing said
+    largest = float(np.abs(features).max())
+    said = (f"the features reach {largest:.3g} in absolute value (first past 100 times the "
+            f"training's at vector 10), {largest / scale:.3g} times the largest of those the detector was trained on "
+            f"({scale:.3g}): its output may mean nothing; give it features scaled as its training features were (the "
+            "same extractor, units and standardisation)")
+    capsys.readouterr()
+    assert stream_detect(eval_argv(trained, "--features", str(far), "--videos-list", "test_ok,test_wrong")) == 0
+    # Named as eval names the file in its errors.
+    assert scale_warnings(capsys.readouterr().err) == [
+        f"warning: --features {far / 'test_ok.npy'} (annotated video 'test_ok'): {said}"]
+    # Live, the file's stream: said once, as it opens, naming the first vector past the rule; the run goes on.
+    assert stream_detect(["--features", str(far / "test_ok.npy"), "--graph", str(trained / "graph.json"),
+                          "--detector", str(trained / "detector.pt"), "--fast", "--jsonl"]) == 0
+    assert scale_warnings(capsys.readouterr().err) == [f"warning: --features {far / 'test_ok.npy'}: {said}"]
+    # A detector written before checkpoints recorded the scale loads as it did, and nothing is compared.
+    older = torch.load(trained / "detector.pt", weights_only=True)
+    del older["info"]["feature_scale"]
+    torch.save(older, tmp_path / "older.pt")
+    assert stream_detect(eval_argv(trained, "--features", str(far), "--videos-list", "test_ok,test_wrong",
+                                   "--detector", str(tmp_path / "older.pt"))) == 0
+    assert scale_warnings(capsys.readouterr().err) == []
 
 
 @pytest.mark.parametrize("rates", ["measured", "none"])
@@ -885,7 +938,8 @@ PE = DATA / "captaincook4d-pe"
 
 
 @pytest.mark.skipif(not (PE / "features").is_dir(), reason=f"the CaptainCook4D features are not at {PE}")
-def test_real_captaincook4d_features_import_train_and_replay(tmp_path: Path) -> None:
+def test_real_captaincook4d_features_import_train_and_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                             ) -> None:
     with open(PE / "SOURCES.tsv", newline="") as handle:
         rows = [r for r in csv.DictReader(handle, delimiter="\t") if r["recipe"] == "microwaveeggsandwich"]
     source = {e["recording_id"]: e for e in json.loads((DATA / "captaincook4d" / "error_annotations.json").read_text())}
@@ -928,6 +982,30 @@ def test_real_captaincook4d_features_import_train_and_replay(tmp_path: Path) -> 
     assert video["missing_steps"]["annotated"] == len(skipped[chosen[-1]]) > 0
     assert video["missing_steps"]["named"] == len(video["never_done"])
     assert video["missing_steps"]["right"] == len(skipped[chosen[-1]] & set(video["never_done"]))
+    # The recording is of the training recordings' scale: nothing said of it. Multiplied by 1e6 it is, once.
+    assert checkpoint.training_scale() == max(float(np.abs(np.load(PE / "features" / f"{name}.npy")).max())
+                                              for name in chosen[:-1])
+    assert scale_warnings(capsys.readouterr().err) == []
+    far = tmp_path / "far" / f"{chosen[-1]}.npy"
+    far.parent.mkdir()
+    np.save(far, np.load(PE / "features" / f"{chosen[-1]}.npy").astype(np.float32) * np.float32(1e6))
+    assert stream_detect(["eval", "--features", str(far), "--annotations", str(tmp_path / "labels.json"), "--graph",
+                          str(tmp_path / "graph.json"), "--detector", str(tmp_path / "d.pt"), "--quiet",
+                          "--no-cache"]) == 0
+    (line,) = scale_warnings(capsys.readouterr().err)
+    assert line.startswith(f"warning: --features {far} (annotated video '{chosen[-1]}'): the features reach ")
+
+
+@pytest.mark.skipif(not (PE / "features").is_dir(), reason=f"the CaptainCook4D features are not at {PE}")
+def test_no_captaincook4d_recording_is_far_beyond_the_scale_of_the_others() -> None:
+    # The rule must never fire on a data set's own recordings: each against a detector trained on the 89 others (whose
+    # recorded scale is their largest absolute value, as recognition-train records it).
+    largest = {path: float(largest_by_row(np.load(path)).max()) for path in sorted((PE / "features").glob("*.npy"))}
+    assert len(largest) == 90 and max(largest.values()) < 6
+    for path in largest:
+        others = max(value for other, value in largest.items() if other != path)
+        assert scale_mismatch(np.load(path), others, str(path)) is None, path
+        assert scale_mismatch(np.load(path).astype(np.float32) * np.float32(1e6), others, str(path)) is not None, path
 
 
 def with_a_repeat(trained: Path) -> Path:

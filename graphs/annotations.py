@@ -493,9 +493,12 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
     overlaps = overlap_videos = 0
     overlap_names: list[str] = []
     unordered: list[str] = []
+    renamed: list[tuple[str, object]] = []  # (key, recording_id) where the two differ
     for video, record in data["annotations"].items():
         if not isinstance(record, dict):
             raise InputError(f"{src}: annotations[{video!r}] must be an object")
+        if "recording_id" in record and record["recording_id"] != video:
+            renamed.append((video, record["recording_id"]))
         scenario = record.get("scenario")
         if not isinstance(scenario, str) or scenario not in taxonomy:
             # An absent field read "scenario = null", a value the user never wrote; and which names would do was
@@ -559,10 +562,26 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
                              f"leave --scenario out, or add a scenario column naming {printable(scenario_read)!r}")
         annotations.check_scenario(scenario_read, "--scenario")
     for line in (timing_warning(annotations, scenario_read, learns_graph) if warn_timing else None,
-                 step_spelling_warning(src, data) if is_table(path) and check_times else None):
+                 step_spelling_warning(src, data) if is_table(path) and check_times else None,
+                 recording_id_warning(src, renamed) if check_times else None):
         if line is not None:
             print(printable(line), file=sys.stderr, flush=True)
     return annotations
+
+
+def recording_id_warning(src: str, renamed: Sequence[tuple[str, object]]) -> str | None:
+    """The warning for videos whose ``recording_id`` is not their key, or None when there is none.
+
+    The key names a video everywhere (its video and feature files, its name in every output); ``recording_id`` is
+    never read. One that differs is a copied entry whose key or field was not edited, which the user should hear of
+    before a video is labelled with another's steps. None of the public data sets' files has one.
+    """
+    if not renamed:
+        return None
+    shown = first_few([f"{printable(key)}: recording_id {as_written(rid, 40)}" for key, rid in renamed], 3)
+    has = "has" if len(renamed) == 1 else "have"
+    return (f"warning: {src}: {count_of(len(renamed), 'video')} {has} a recording_id other than its key ({shown}); "
+            "the key names the video (its files and its name in every output), recording_id is not read")
 
 
 def choose_scenario(annotations: Annotations, scenario: str | None) -> str:

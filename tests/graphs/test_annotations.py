@@ -166,6 +166,21 @@ def test_overlapping_segments_are_accepted_with_one_warning_line(
     assert capsys.readouterr().err == ""
 
 
+def test_a_recording_id_other_than_its_key_is_warned_of(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A copied entry whose recording_id was left as the original's was read in silence: the key names the video
+    # everywhere, so the user labelled "10_16" and may have meant "10_99", or the other way round.
+    path = _timed_file(tmp_path, [(0.0, 4.0)])
+    data = json.loads(path.read_text())
+    data["annotations"]["v2"] = data["annotations"]["v1"] | {"recording_id": "v1"}
+    path.write_text(json.dumps(data))
+    load_annotations(path)
+    assert capsys.readouterr().err.splitlines() == [
+        f'warning: {path}: 1 video has a recording_id other than its key (v2: recording_id "v1"); the key names the '
+        "video (its files and its name in every output), recording_id is not read"]
+    load_annotations(path, check_times=False)  # a benchmark reads a published file as published
+    assert capsys.readouterr().err == ""
+
+
 def test_a_command_reading_one_scenario_is_warned_of_its_videos_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,6 +9,7 @@ is not plain visible text by its escape, so it is shown, never obeyed.
 from __future__ import annotations
 
 import difflib
+import json
 import textwrap
 import time
 import unicodedata
@@ -63,6 +64,30 @@ def printable(text: object) -> str:
     if value.isprintable():  # the common case, in C: no control, format or separator character at all
         return value
     return "".join(map(_safe_char, value))
+
+
+def shortened(text: str, limit: int) -> str:
+    """``text`` made `printable` and cut to ``limit`` characters (at least 4), ending in ``...`` where it was cut.
+
+    The one cut of a value an error or warning line quotes: Python's ``{value!r:.80}`` cut the text with no mark and
+    left its quote open, so a long name cut mid-word read as whole (``'Spread-Spread nut butter onto the tortilla,
+    leaving 1/2-inc``). The cut comes after the escapes, so the line stays within ``limit`` however hostile the text.
+    """
+    shown = printable(text)
+    limit = max(limit, 4)
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
+
+
+def quoted(value: object, limit: int = 80) -> str:
+    """A value the user or a peer gave (a name, a key, an option's value), as a message quotes it: a string in double
+    quotes as JSON writes it (``"video 1"``), anything else as Python writes it (``123``, ``(3, 'x')``); `printable`
+    and cut with ``...`` to ``limit`` characters (`shortened`).
+
+    One spelling for every quoted string: it is how `graphs.common.settings_files.as_written` writes one (use that for
+    a settings value of any type), the way the user typed it in a JSON or TOML file or a shell, and a cut one is
+    marked, never read as whole.
+    """
+    return shortened(json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value), limit)
 
 
 def count_of(n: int, noun: str) -> str:

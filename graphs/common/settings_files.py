@@ -31,7 +31,7 @@ from graphs.common.errors import InputError
 from graphs.common.file_kinds import KINDS, looks_like
 from graphs.common.files import read_json, read_toml, read_yaml
 from graphs.common.options import MAX_EPOCHS, MAX_LEARNING_RATE, MAX_LOSS_WEIGHT, MAX_SEED, MAX_WIDTH
-from graphs.common.safe_text import unknown_name
+from graphs.common.safe_text import shortened, unknown_name
 
 C = TypeVar("C")
 
@@ -282,13 +282,12 @@ def load_config_file(
 
 def as_written(value: object, limit: int = 80) -> str:
     """A settings value as a TOML or JSON file writes it (``true``, ``null``, ``"0.1"``, ``[1, nan]``,
-    ``2020-01-01``), cut to ``limit`` characters (at least 4) with ``...``.
+    ``2020-01-01``), cut to ``limit`` characters (at least 4) with ``...`` and made `printable` (`shortened`; a
+    string is spelt as `quoted` spells it).
 
     The messages name values the user wrote; Python's spelling (``True``, ``'0.1'``) is not what they wrote.
     """
-    text = _written(value, 0)
-    limit = max(limit, 4)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return shortened(_written(value, 0), limit)
 
 
 WRITTEN_DEPTH: Final = 8  # nesting shown before "..." (a value nested 100,000 deep is a message, not a crash)

@@ -528,7 +528,8 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
                 raise InputError(f"{where}.step_id is missing or not an integer")
             if step not in taxonomy[scenario]:
                 keyed = data["taxonomy"][scenario].get(str(step))  # the entry under that key holds another id
-                hint = f" (its entry {str(step)!r} has id {keyed.get('id')!r:.20})" if isinstance(keyed, dict) else ""
+                hint = (f" (its entry {str(step)!r} has id {as_written(keyed.get('id'), 20)})"
+                        if isinstance(keyed, dict) else "")
                 raise InputError(f"{where}.step_id = {step} is not in the {scenario!r} taxonomy{hint}")
             assert isinstance(seg, dict)
             # step_name is optional and never read for learning; one that names another step means shifted ids

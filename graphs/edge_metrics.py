@@ -17,6 +17,7 @@ import numpy as np
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import is_captaincook_graph
 from graphs.common.files import read_json
+from graphs.common.safe_text import quoted
 from graphs.limits import name_fault
 from graphs.llm_graphs import SUFFIX as LLM_SUFFIX
 from graphs.llm_graphs import llm_adjacency
@@ -84,8 +85,8 @@ def compare_graphs(pred: TaskGraph, gt: TaskGraph) -> EdgeScores:
     renamed = pred.renamed_step(gt.step_ids, gt.step_names)
     if renamed is not None:
         step, here, there = renamed
-        raise InputError(f"edge metrics: step {step} is {here!r:.60} in the predicted graph and {there!r:.60} in the "
-                         "ground truth: graphs of different procedures")
+        raise InputError(f"edge metrics: step {step} is {quoted(here, 60)} in the predicted graph and "
+                         f"{quoted(there, 60)} in the ground truth: graphs of different procedures")
     order = [gt.index(node) for node in pred.nodes]  # gt matrix re-ordered into pred's layout
     return edge_scores(pred.adjacency, gt.adjacency[np.ix_(order, order)])
 

@@ -36,6 +36,7 @@ import numpy as np
 from graphs.annotations import Video, read_train_videos
 from graphs.common.errors import InputError
 from graphs.common.files import open_input
+from graphs.common.safe_text import quoted, shortened
 from graphs.common.settings_files import as_written
 
 IDENTITY_KINDS: Final = ("video", "features", "annotation")
@@ -131,10 +132,11 @@ def read_train_identities(record: Any, where: str) -> dict[str, dict[str, str]] 
     out: dict[str, dict[str, str]] = {}
     for name, entry in record.items():
         if not isinstance(entry, dict):
-            raise InputError(f"{where}[{name!r:.80}] = {as_written(entry, 40)} {expected}")
+            raise InputError(f"{where}[{quoted(name)}] = {as_written(entry, 40)} {expected}")
         for kind, identity in entry.items():
             if kind not in IDENTITY_KINDS or not is_identity(identity):
-                raise InputError(f"{where}[{name!r:.80}].{kind:.40} = {as_written(identity, 40)} {expected}")
+                field = f"{where}[{quoted(name)}].{shortened(str(kind), 40)}"  # a field name, as the path writes it
+                raise InputError(f"{field} = {as_written(identity, 40)} {expected}")
         out[name] = dict(entry)
     return out
 

@@ -20,6 +20,7 @@ from numpy.lib import format as npy_format
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import NPY_MAGIC, ZIP_MAGIC, written_by_torch_save, zip_member_names
 from graphs.common.files import open_input
+from graphs.common.safe_text import quoted
 
 MAX_HEADER_BYTES: Final = 10_000  # numpy's own default limit on the header's text
 MAX_ARRAY_BYTES: Final = 8 * 2**30  # an hour of 4096-wide float32 features at 30 fps is 1.8 GB
@@ -74,7 +75,7 @@ def _header(handle: IO[bytes], where: str, what: str) -> tuple[tuple[int, ...], 
         raise InputError(f"{where}: damaged .npy header ({detail})") from None
     if (not isinstance(shape, tuple) or len(shape) > MAX_DIMENSIONS
             or not all(isinstance(n, int) and 0 <= n <= MAX_DIMENSION for n in shape)):
-        raise InputError(f"{where}: damaged .npy header (shape {shape!r:.60})")
+        raise InputError(f"{where}: damaged .npy header (shape {quoted(shape, 60)})")
     return shape, dtype, bool(fortran), handle.tell()
 
 

@@ -11,10 +11,17 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from graphs.common.errors import InputError
-from graphs.common.safe_text import closest_name, unknown_name
+from graphs.common.safe_text import closest_name, quoted, shortened, unknown_name
 
 REQUIRED = "the following arguments are required: "  # how argparse starts the message of missing required ones
 DISTRIBUTION = "mistake-detection"  # the name pip installs the commands under (pyproject.toml's [project] name)
+
+
+def _as_typed(value: object) -> str:
+    """An option's value (or values) as a message quotes them: each string `quoted` (a number, as itself), several
+    after one another as they were typed (``"a.npy" "b.npy"``), the whole cut with ``...`` (`shortened`)."""
+    values = value if isinstance(value, list | tuple) else [value]
+    return shortened(" ".join(quoted(v if isinstance(v, int | float) else str(v)) for v in values), 80)
 
 
 class _StoreOnce(argparse._StoreAction):
@@ -33,7 +40,8 @@ class _StoreOnce(argparse._StoreAction):
         if self._stored_in is not None and self._stored_in() is namespace:
             option = option_string or self.dest
             how = "it takes one value" if self.nargs in (None, "?") else f"give all its values after one {option}"
-            parser.error(f"{option} given twice ({getattr(namespace, self.dest)!r:.80}, then {values!r:.80}); {how}"
+            first = _as_typed(getattr(namespace, self.dest))
+            parser.error(f"{option} given twice ({first}, then {_as_typed(values)}); {how}"
                          + (f"; {self.twice}" if self.twice else ""))
         self._stored_in = weakref.ref(namespace)
         if self.nargs in ("+", "*") and isinstance(values, list):  # not a one-value option whose type makes a list

@@ -40,6 +40,7 @@ from typing import IO, Any, Final
 from graphs.common.errors import InputError, extra_import_error, install_extra
 from graphs.common.file_kinds import KINDS, PROTECTED_KINDS, binary_kind, looks_like
 from graphs.common.interrupts import signals_deferred
+from graphs.common.safe_text import quoted
 
 MAX_TEXT_FILE_BYTES: Final = 256 * 2**20  # JSON/TOML/YAML inputs: the largest published annotation file is 9 MB
 READ_CHUNK: Final = 1 << 20  # what one read reserves of a file whose size was not known beforehand
@@ -100,7 +101,7 @@ def check_path_name(path: str | Path, what: str = "output file", option: str = "
         parts = [len(part.encode("utf-8", "surrogateescape")) for part in text.split("/")]
         total = len(text.encode("utf-8", "surrogateescape"))
     except UnicodeEncodeError:
-        raise InputError(f"{named}{text!r:.80}: not a name the file system can hold") from None
+        raise InputError(f"{named}{quoted(text)}: not a name the file system can hold") from None
     longest = max(parts)
     if longest > NAME_MAX_BYTES:
         raise InputError(f"{named}{text[:60]}...: a name of {longest} bytes in this path; the file system holds at "
@@ -109,7 +110,7 @@ def check_path_name(path: str | Path, what: str = "output file", option: str = "
         raise InputError(f"{named}{text[:60]}...: a path of {total} bytes; at most {PATH_MAX_BYTES}")
     control = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
     if control is not None:  # a newline in a name breaks every line that names the file (wrote ..., logs)
-        raise InputError(f"{named}{text!r:.80}: holds the control character {control!r}; give the {what} a name "
+        raise InputError(f"{named}{quoted(text)}: holds the control character {control!r}; give the {what} a name "
                          "without one")
 
 

@@ -18,6 +18,7 @@ from typing import Final
 
 from graphs.common.errors import InputError
 from graphs.common.files import check_path_name
+from graphs.common.safe_text import quoted
 
 THREADS_PER_CORE: Final = 4  # more threads than this per core only adds switching; far more crashes torch
 MIN_FPS: Final = 1.0  # frames per second of video: below one, a short video yields no frame at all
@@ -182,7 +183,7 @@ def check_seed(value: object, option: str = "--seed") -> int:
         InputError: naming the option and the value.
     """
     if not is_seed(value):
-        raise InputError(f"{option} {value!r:.60}: must be {SEED_RULE}")
+        raise InputError(f"{option} {quoted(value, 60)}: must be {SEED_RULE}")
     return value  # type: ignore[return-value]
 
 

@@ -44,7 +44,7 @@ def test_compare_aligns_graphs_by_step_id_not_matrix_order() -> None:
     with pytest.raises(InputError, match="different steps"):
         compare_graphs(a, chain((10, 20, 40), ("a", "b", "d")))
     # Same ids, other names: another procedure's graph, scored by id alone before (F1 88.9 on a researcher's data).
-    with pytest.raises(InputError, match="step 20 is 'b' in the predicted graph and 'stake' in the ground truth"):
+    with pytest.raises(InputError, match='step 20 is "b" in the predicted graph and "stake" in the ground truth'):
         compare_graphs(a, chain((10, 20, 30), ("a", "stake", "c")))
 
 

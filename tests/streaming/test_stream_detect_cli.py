@@ -54,10 +54,10 @@ def test_usage_mistakes_are_one_line_and_exit_2(argv: list[str], capsys: pytest.
 
 @pytest.mark.parametrize(
     ("argv", "line"),
-    [(["--video", "demo", "--video", "demo:correct"], "stream-detect run: --video given twice ('demo', then "
-                                                       "'demo:correct'); it takes one value"),
+    [(["--video", "demo", "--video", "demo:correct"], "stream-detect run: --video given twice (\"demo\", then "
+                                                       "\"demo:correct\"); it takes one value"),
      (["eval", "--features", "a.npy", "--features", "b.npy"], "stream-detect eval: --features given twice "
-                                                                "(['a.npy'], then ['b.npy']); give all its values "
+                                                                "(\"a.npy\", then \"b.npy\"); give all its values "
                                                                 "after one --features"),
      (["checker", "--demo", "--bind", "tcp://127.0.0.1:0", "--bind", "tcp://127.0.0.1:1"], "--bind given twice")],
 )

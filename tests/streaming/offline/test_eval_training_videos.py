@@ -129,7 +129,7 @@ def test_new_footage_under_a_training_videos_name_is_not_taken_for_it_unless_the
 @pytest.mark.parametrize(
     ("what", "damage", "field"),
     [
-        ("detector", {"run0": {"video": "not a digest"}}, "info.train_identities['run0'].video = \"not a digest\""),
+        ("detector", {"run0": {"video": "not a digest"}}, 'info.train_identities["run0"].video = "not a digest"'),
         ("graph", ["run0"], "info.train_identities = [\"run0\"]"),
     ],
 )

@@ -311,7 +311,7 @@ def load_detector(path: str | Path, device: str | torch.device = "cpu") -> tuple
     version = data.get("version")
     if type(version) is not int or version != FORMAT_VERSION:
         raise InputError(
-            f"{src}: unsupported checkpoint version {data.get('version')!r:.60} (this program reads {FORMAT_VERSION})"
+            f"{src}: unsupported checkpoint version {as_written(version, 60)} (this program reads {FORMAT_VERSION})"
         )
     config = _stored_config(data.get("config"), src)
     for key in ("class_names", "class_step_ids"):

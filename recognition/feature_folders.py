@@ -58,7 +58,7 @@ from graphs.common.errors import InputError
 from graphs.common.file_kinds import mistaken_file
 from graphs.common.files import atomic_path, not_a_folder, read_json, write_text
 from graphs.common.options import MAX_FPS
-from graphs.common.safe_text import count_of, first_few, meant_name, printable
+from graphs.common.safe_text import count_of, first_few, meant_name, printable, quoted
 from graphs.common.settings_files import Bound, as_written, check_settings
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id, name_fault
 from graphs.training_sources import is_identity
@@ -276,10 +276,10 @@ def _video_names(split: dict[str, object], key: str, src: str) -> tuple[str, ...
         raise InputError(f"{src}: field {key!r} must be a list of video names")
     for name in value:
         if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name or len(name) > MAX_NAME:
-            raise InputError(f"{src}: field {key!r}: {name!r:.80} is not a video name (a file name without a folder)")
+            raise InputError(f"{src}: field {key!r}: {quoted(name)} is not a video name (a file name without a folder)")
     twice = _first_repeat(value)
     if twice is not None:
-        raise InputError(f"{src}: field {key!r} names video {twice!r:.80} twice")
+        raise InputError(f"{src}: field {key!r} names video {quoted(twice)} twice")
     return tuple(value)
 
 
@@ -324,7 +324,7 @@ def load_split(path: str | Path, option: str = "") -> SplitFile:
     train, test = _video_names(split, "train", src), _video_names(split, "test", src)
     both = next((v for v in test if v in set(train)), None)
     if both is not None:
-        raise InputError(f"{src}: video {both!r:.80} is listed in both 'train' and 'test'")
+        raise InputError(f"{src}: video {quoted(both)} is listed in both 'train' and 'test'")
     names = split.get("class_names")
     if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) and len(n) <= MAX_NAME
                                                                        for n in names)):

@@ -43,7 +43,7 @@ from graphs.common.array_files import FLOAT_KINDS, npy_header_shape, read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, not_a_file, not_a_folder
 from graphs.common.options import check_fps, check_seed
-from graphs.common.safe_text import count_of, first_few, near_name_hint, printable, unicode_form_hint
+from graphs.common.safe_text import count_of, first_few, near_name_hint, printable, quoted, unicode_form_hint
 from recognition.feature_folders import (
     SPLIT_FILE,
     TARGETS_DIR,
@@ -113,7 +113,7 @@ def check_extractor_name(name: object, option: str = "--name") -> str:
         InputError: naming ``option`` and the value.
     """
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise InputError(f"{option} {name!r:.80}: use {NAME_RULE}")
+        raise InputError(f"{option} {quoted(name)}: use {NAME_RULE}")
     return name
 
 

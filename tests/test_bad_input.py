@@ -273,7 +273,7 @@ CHECKPOINT: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
     "weights-extra": (lambda d: d["state_dict"].update(extra=d["state_dict"]["head.1.bias"]), "unexpected extra"),
     "weights-missing": (lambda d: d["state_dict"].pop("head.1.bias"), "missing head.1.bias"),
     "format-tensor": (lambda d: d.update(format=d["state_dict"]["head.1.bias"]), "field 'format' is tensor("),
-    "version-string": (lambda d: d.update(version="1"), "unsupported checkpoint version '1'"),
+    "version-string": (lambda d: d.update(version="1"), "unsupported checkpoint version \"1\""),
     "info-not-object": (lambda d: d.update(info=[1]), "field 'info' must be an object"),
 }
 
@@ -590,8 +590,8 @@ def _two_hot(root: Path) -> None:
 
 
 SPLIT_FILE: dict[str, tuple[Callable[[dict[str, Any]], object], str]] = {
-    "video-twice": (lambda d: d["train"].append(d["train"][0]), "names video 'video_00' twice"),
-    "video-in-both": (lambda d: d["test"].append(d["train"][0]), "'video_00' is listed in both 'train' and 'test'"),
+    "video-twice": (lambda d: d["train"].append(d["train"][0]), "names video \"video_00\" twice"),
+    "video-in-both": (lambda d: d["test"].append(d["train"][0]), "\"video_00\" is listed in both 'train' and 'test'"),
     "path-as-name": (lambda d: d["test"].append("../../etc/passwd"), "is not a video name"),
     "step-id-negative": (lambda d: d.update(class_step_ids=[None, -1, 11, 12, 13]), "'class_step_ids' must hold"),
     "step-id-twice": (lambda d: d.update(class_step_ids=[None, 11, 11, 12, 13]), "gives step id 11 to two classes"),
@@ -632,7 +632,7 @@ def feature_cases() -> list[Case]:
                       lambda f: ["eval", "--videos", f.folder("videos"), "--annotations", str(ANNOTATIONS), "--graph",
                                  str(GRAPH), "--detector", str(DETECTOR), "--quiet", "--split",
                                  f.json("split.json", {"train": [], "test": ["demo_001", "demo_001"]})],
-                      "names video 'demo_001' twice"))
+                      "names video \"demo_001\" twice"))
     return cases
 
 

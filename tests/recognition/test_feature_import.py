@@ -291,7 +291,7 @@ def test_importing_again_into_the_same_folder_keeps_its_split(tmp_path: Path,
     assert err.endswith(": write to a new --out, or delete the split file to draw a new split")
 
 
-@pytest.mark.parametrize(("extra", "what"), [(["--rate", "0"], "--rate"), (["--name", "../x"], "--name '../x'")])
+@pytest.mark.parametrize(("extra", "what"), [(["--rate", "0"], "--rate"), (["--name", "../x"], '--name "../x"')])
 def test_a_bad_rate_or_name_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
                                        what: str) -> None:
     root = write_recordings(tmp_path)

@@ -530,7 +530,7 @@ def test_a_sources_table_row_without_its_recording_says_so(tmp_path: Path) -> No
     sources.write_text("recording_id\tseconds\n10_16\t973\n\t620\n", encoding="utf-8")
     with pytest.raises(InputError) as refused:
         video_seconds(sources)
-    assert str(refused.value) == (f"{sources}: line 3: no recording_id (seconds = '620'; a damaged table? restore it "
+    assert str(refused.value) == (f"{sources}: line 3: no recording_id (seconds = \"620\"; a damaged table? restore it "
                                   "from the data set)")
 
 

@@ -193,7 +193,7 @@ def test_graph_of_another_procedure_with_the_same_ids_is_refused(epic: prego.Ben
     names = [f"step {k}" for k in range(len(epic.step_ids))]  # the ids of EPIC-Tent-O, the names of no tent
     save_graph(count_based_graph(epic.train, epic.step_ids, names), tmp_path / "g.json")
     config = prego.BenchConfig(data_dir, datasets=("epic-tent-o",), modes=("gt",), graph=tmp_path / "g.json")
-    with pytest.raises(InputError, match=r"g.json: step \d+ is 'step 0' there and .* in the epic-tent-o taxonomy"):
+    with pytest.raises(InputError, match=r'g.json: step \d+ is "step 0" there and .* in the epic-tent-o taxonomy'):
         prego.run_benchmark(config, progress=False)
 
 

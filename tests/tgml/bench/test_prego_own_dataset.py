@@ -195,7 +195,7 @@ def test_missing_file_unknown_scenario_and_empty_test_split(
     split.write_text(json.dumps({"train": ["t1"], "test": []}))
     assert "no test video of scenario 'tea'" in cli_error(main, _tea(tea, "--split", str(split)), capsys)
     split.write_text(json.dumps({"train": ["t1", "mistake"], "test": ["mistake"]}))
-    assert "video 'mistake' is listed in both 'train' and 'test'" in cli_error(
+    assert "video \"mistake\" is listed in both 'train' and 'test'" in cli_error(
         main, _tea(tea, "--split", str(split)), capsys
     )
     split.write_text(json.dumps({"train": ["t1"]}))

@@ -26,7 +26,7 @@ import numpy as np
 from graphs.annotations import Annotations, load_annotations, seconds_shown
 from graphs.common.errors import InputError, print_warning
 from graphs.common.files import read_json, read_text_file
-from graphs.common.safe_text import count_of, first_few, meant_name
+from graphs.common.safe_text import count_of, first_few, meant_name, quoted
 from graphs.edge_metrics import load_reference_graph
 from graphs.task_graph import TaskGraph
 from recognition.feature_folders import ANNOTATION_SLACK_S
@@ -251,9 +251,9 @@ def video_seconds(sources: Path) -> dict[str, int]:
             recording, value = row.get("recording_id"), row.get("seconds")
             # ASCII digits only: str.isdigit takes '\u00b2', which int() refuses, and int() refuses 5,000 digits.
             if not (recording and value and value.isascii() and value.isdigit() and len(value) <= MAX_SECONDS_DIGITS):
-                what = f"{recording!r:.40} has no length in seconds" if recording else "no recording_id"
-                raise InputError(f"{sources}: line {rows.line_num}: {what} (seconds = {value!r:.40}; a damaged table? "
-                                 "restore it from the data set)")
+                what = f"{quoted(recording, 40)} has no length in seconds" if recording else "no recording_id"
+                raise InputError(f"{sources}: line {rows.line_num}: {what} (seconds = {quoted(value, 40)}; a damaged "
+                                 "table? restore it from the data set)")
             seconds[recording] = int(value)
     except csv.Error as err:  # a field longer than csv's limit (128 KiB): a damaged file
         raise InputError(f"{sources}: not a table of tab-separated columns ({err})") from None

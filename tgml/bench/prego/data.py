@@ -11,7 +11,7 @@ from graphs.annotations import load_annotations
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import mistaken_sequences
 from graphs.common.files import FOLDER_NOT_FOUND, not_a_folder, read_json
-from graphs.common.safe_text import unknown_name
+from graphs.common.safe_text import quoted, unknown_name
 from graphs.common.settings_files import as_written
 from graphs.task_graph import TaskGraph
 
@@ -247,6 +247,6 @@ def check_graph_matches(graph: TaskGraph, data: BenchData, source: str | Path) -
     renamed = graph.renamed_step(data.step_ids, data.step_names)
     if renamed is not None:
         step, here, there = renamed
-        raise InputError(f"{source}: step {step} is {here!r:.60} there and {there!r:.60} in the {data.name} taxonomy: "
-                         "a graph of another procedure")
+        raise InputError(f"{source}: step {step} is {quoted(here, 60)} there and {quoted(there, 60)} in the "
+                         f"{data.name} taxonomy: a graph of another procedure")
 

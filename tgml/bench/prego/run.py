@@ -35,6 +35,7 @@ from typing import Any, Final
 from graphs.common.errors import FieldError, InputError
 from graphs.common.files import FILE_NAME_RULE, check_output, is_file_name, replaced_input
 from graphs.common.options import SEED_RULE, is_seed
+from graphs.common.safe_text import quoted
 from graphs.common.settings_files import EPOCHS, as_written
 from graphs.mistake_metrics import MistakeScores
 from graphs.task_graph import TaskGraph, load_graph, save_graph
@@ -284,7 +285,7 @@ def run_benchmark(config: BenchConfig, progress: bool = True) -> dict[str, Any]:
         check_output(config.save_graphs, "graphs folder", folder=True)  # before learning, not after
         for name in config.dataset_names:  # a scenario of the user's file names the graph files: keep them inside
             if not is_file_name(f"{name}-{max(config.methods, key=len, default='')}-seed0000.json"):
-                raise InputError(f"--save-graphs: scenario {name!r:.80} cannot name a graph file in the folder; it "
+                raise InputError(f"--save-graphs: scenario {quoted(name)} cannot name a graph file in the folder; it "
                                  f"must be {FILE_NAME_RULE}")
         check_graph_names_spare_inputs(config)
     checker_files = _checker_files(config)  # a bad settings file is refused before any learning

@@ -66,6 +66,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeVar, Union
 
+from graphs.common.safe_text import quoted, shortened
 from graphs.limits import MAX_NAME, MAX_STEP_ID, MAX_STEPS
 
 # 2: viewers get `run` instead of the session token, `StepEvent`, `CheckerHealth`, `lost`; 3: the detector's evidence
@@ -155,10 +156,10 @@ class Check:
                 raise MessageError(f"{kind}.{name} = {value} is not in [0, 1]")
         elif isinstance(value, int):
             if not 0 <= value <= self.highest:
-                raise MessageError(f"{kind}.{name} = {str(value)[:40]} must be in 0..{self.highest}")
+                raise MessageError(f"{kind}.{name} = {shortened(str(value), 40)} must be in 0..{self.highest}")
         elif isinstance(value, str):
             if self.token and not is_stream_id(value):
-                raise MessageError(f"{kind}.{name} {value!r:.80} must be {STREAM_ID_RULE}")
+                raise MessageError(f"{kind}.{name} {quoted(value)} must be {STREAM_ID_RULE}")
             if len(value) > MAX_TEXT:
                 raise MessageError(f"{kind}.{name} is longer than {MAX_TEXT} characters")
         elif isinstance(value, tuple):
@@ -204,7 +205,7 @@ def _check_of(hint: Any) -> Check:
 def _check_stable_id(kind: str, name: str, value: str, expected: str, form: str) -> None:
     """An id a receiver de-duplicates by must be the one its other fields give (``form`` says how it is made)."""
     if value != expected:
-        raise MessageError(f"{kind}.{name} {value!r:.80} must be '{form}'")
+        raise MessageError(f"{kind}.{name} {quoted(value)} must be '{form}'")
 
 
 def _check_evidence(kind: str, steps: tuple[int, ...], evidence: tuple[float, ...]) -> None:
@@ -234,7 +235,7 @@ def _check_stopped(kind: str, stopped: bool, ended: bool) -> None:
 
 def _check_rule(kind: str, rule: str) -> None:
     if rule not in RULES:
-        raise MessageError(f"{kind}.rule {rule!r:.40} must be one of {', '.join(RULES)}")
+        raise MessageError(f"{kind}.rule {quoted(rule, 40)} must be one of {', '.join(RULES)}")
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ class Message:
     def __post_init__(self) -> None:
         """Refuse a message out of range (`MessageError`), built here or received: nothing invalid is ever sent."""
         if not is_stream_id(self.stream_id):
-            raise MessageError(f"stream_id {self.stream_id!r:.80} must be {STREAM_ID_RULE}")
+            raise MessageError(f"stream_id {quoted(self.stream_id)} must be {STREAM_ID_RULE}")
         kind = self.KIND
         for name, check in self.field_checks():
             value = getattr(self, name)
@@ -291,7 +292,7 @@ class Message:
         missing = [n for n in names if n not in body and n not in cls.ADDED]
         extra = [k for k in body if k not in names]
         if missing or extra:
-            raise MessageError(f"{kind}: missing fields {missing}, unexpected fields {extra}")
+            raise MessageError(f"{kind}: missing fields {missing}, unexpected fields {shortened(str(extra), 160)}")
         return cls(**{name: coerce(body[name]) for name, coerce in _coercers(cls) if name in body})
 
     @property
@@ -868,14 +869,14 @@ def decode(frames: list[bytes]) -> Message:
         raise MessageError("payload is not a JSON object")
     version = body.pop("version", None)
     if type(version) is not int or version != WIRE_VERSION:
-        raise MessageError(f"unsupported version {version!r} (this program speaks {WIRE_VERSION})")
+        raise MessageError(f"unsupported version {quoted(version, 40)} (this program speaks {WIRE_VERSION})")
     kind = body.pop("kind", None)
     cls = KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise MessageError(f"unknown kind {kind!r}")
+        raise MessageError(f"unknown kind {quoted(kind, 40)}")
     message = cls.from_payload(body)
     if message.topic != topic:
-        raise MessageError(f"topic {topic[:64]!r} does not match the payload ({message.topic!r})")
+        raise MessageError(f"topic {quoted(topic, 80)} does not match the payload ({message.topic!r})")
     return message
 
 

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 from graphs.common.command_line import ArgumentParser, add_version_option, unknown_command
 from graphs.common.errors import InputError, exit_on_input_error, print_warning, writes_no_files
 from graphs.common.options import output_name, rate_option, threads_option
-from graphs.common.safe_text import count_of, first_few, printable, wrap_words
+from graphs.common.safe_text import count_of, first_few, printable, quoted, wrap_words
 from streaming.alert_modes import ALERT_MODES, DEFAULT_ALERT_ON, DEFAULT_ONSET_FRAMES
 from streaming.curve_keys import CLIENT_NAME_RULE, DEFAULT_CLIENTS
 
@@ -128,7 +128,7 @@ def stream_id_option(text: str) -> str:
     from streaming.messages import STREAM_ID_RULE, is_stream_id
 
     if not is_stream_id(text):
-        raise argparse.ArgumentTypeError(f"{text!r:.80}: use {STREAM_ID_RULE}")
+        raise argparse.ArgumentTypeError(f"{quoted(text)}: use {STREAM_ID_RULE}")
     return text
 
 

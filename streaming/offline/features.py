@@ -49,7 +49,7 @@ from graphs.common.files import (
     write_text,
 )
 from graphs.common.options import check_fps, check_seed, check_threads
-from graphs.common.safe_text import count_of, first_few, printable, unknown_name
+from graphs.common.safe_text import count_of, first_few, printable, quoted, unknown_name
 from graphs.training_sources import file_identity
 from recognition.feature_folders import (
     MANIFEST,
@@ -348,7 +348,7 @@ def find_video(folder: Path, name: str, annotated: Collection[str] = ()) -> Path
             has the name: what has it (a folder, a device) is named, else the endings looked for.
     """
     if not is_file_name(name):
-        raise InputError(f"annotated video {name!r:.80}: a video key names the video's file and the files written "
+        raise InputError(f"annotated video {quoted(name)}: a video key names the video's file and the files written "
                          f"for it, so it must be {FILE_NAME_RULE}")
     named = video_candidates(folder, name)
     # One file under two names is one video: a case-insensitive file system (macOS's, Windows') finds run1.mp4 as

@@ -438,7 +438,7 @@ def test_real_video_needs_a_detector(tmp_path: Path, capsys: pytest.CaptureFixtu
      (["--features", "nothere.npy", "--graph", str(GRAPH), "--detector", str(DETECTOR)],
       "error: --features nothere.npy: file not found, expected a .npy feature file"),
      (["detector", "--video", "demo", "--stream-id", "bad id"],
-      "error: stream-detect detector: argument --stream-id: 'bad id': use 1-64 characters from [A-Za-z0-9_.:-] "
+      "error: stream-detect detector: argument --stream-id: \"bad id\": use 1-64 characters from [A-Za-z0-9_.:-] "
       "(see stream-detect detector --help)"),
      (["detector", "--video", "demo", "--curve-server", "nothere.key", "--curve-secret", "nothere.key_secret"],
       "error: --curve-server nothere.key: CURVE key file not found (make keys with 'stream-detect keys --out DIR')"),

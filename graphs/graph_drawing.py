@@ -15,7 +15,7 @@ from typing import Final
 
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, check_output, write_text
-from graphs.common.safe_text import printable
+from graphs.common.safe_text import printable, shortened
 from graphs.task_graph import END, START, Node, TaskGraph
 
 IMAGE_FORMATS = ("svg", "png", "pdf")
@@ -131,6 +131,6 @@ def run_dot(dot: str, text: str, fmt: str, out: Path | None = None,
 
 
 def dot_said(done: subprocess.CompletedProcess[bytes]) -> str:
-    """The last line Graphviz wrote on stderr, printable and at most 200 characters."""
+    """The last line Graphviz wrote on stderr, printable and at most 200 characters (``...`` where it was cut)."""
     said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-    return f"{printable(said[-1] if said else 'no message'):.200}"
+    return shortened(said[-1] if said else "no message", 200)

@@ -56,7 +56,7 @@ import torch
 from graphs.common.errors import InputError
 from graphs.common.files import atomic_path, open_input, write_failure
 from graphs.common.options import MAX_FPS
-from graphs.common.safe_text import unknown_name
+from graphs.common.safe_text import shortened, unknown_name
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_NAME, STEP_ID_RULE, is_step_id, name_fault
 from recognition.evidence import EvidenceModel
@@ -421,7 +421,7 @@ def _checked_weights(state: object, config: MiniROADConfig, src: str) -> dict[st
     unexpected = sorted(str(name) for name in state if name not in expected)
     if missing or unexpected:
         detail = f"missing {', '.join(missing[:3])}" if missing else f"unexpected {', '.join(unexpected[:3])}"
-        raise InputError(f"{src}: weights do not fit the stored config ({detail:.160})")
+        raise InputError(f"{src}: weights do not fit the stored config ({shortened(detail, 160)})")
     for name, shape in expected.items():
         tensor = state[name]
         if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided or not tensor.is_floating_point():

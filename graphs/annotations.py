@@ -51,7 +51,7 @@ from graphs.annotation_csv import (
 from graphs.common.errors import InputError
 from graphs.common.file_kinds import GRAPH_FORMAT, is_captaincook_graph, mistaken_file
 from graphs.common.files import read_json
-from graphs.common.safe_text import count_of, first_few, printable, unknown_name
+from graphs.common.safe_text import count_of, first_few, printable, shortened, unknown_name
 from graphs.common.settings_files import as_written, json_kind
 from graphs.limits import MAX_STEPS, STEP_ID_RULE, is_finite_number, is_step_id, name_fault
 
@@ -579,7 +579,7 @@ def recording_id_warning(src: str, renamed: Sequence[tuple[str, object]]) -> str
     """
     if not renamed:
         return None
-    shown = first_few([f"{printable(key)}: recording_id {as_written(rid, 40)}" for key, rid in renamed], 3)
+    shown = first_few([f"{shortened(key, 40)}: recording_id {as_written(rid, 40)}" for key, rid in renamed], 3)
     has = "has" if len(renamed) == 1 else "have"
     return (f"warning: {src}: {count_of(len(renamed), 'video')} {has} a recording_id other than its key ({shown}); "
             "the key names the video (its files and its name in every output), recording_id is not read")

@@ -733,7 +733,8 @@ def segment_cases() -> list[Case]:
 def _first_video_as(key: str) -> Callable[[dict[str, Any]], object]:
     def rename(data: dict[str, Any]) -> None:
         videos = list(data["annotations"].items())
-        data["annotations"] = {key: videos[0][1], **dict(videos[1:])}
+        # renamed whole (the key and its recording_id), so the key alone is at fault, not a half-edited copy
+        data["annotations"] = {key: videos[0][1] | {"recording_id": key}, **dict(videos[1:])}
 
     return rename
 

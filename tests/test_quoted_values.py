@@ -43,3 +43,14 @@ def test_a_long_value_is_cut_with_a_mark_on_the_command_line_in_a_file_and_on_th
     with pytest.raises(MessageError) as dropped:
         decode([b"keystep/cam0", json.dumps(body).encode()])
     assert str(dropped.value) == f'stream_id "cam\\u001b[2J\\n{"z" * 62}... must be {STREAM_ID_RULE}'
+
+
+def test_a_peers_json_value_is_quoted_as_json_writes_it() -> None:
+    # A message with no version read "unsupported version None": Python's word for what the peer sent as null, or
+    # left out.
+    body = json.loads(encode(keystep())[1])
+    for version, shown in ((None, "null"), (False, "false"), ("2", '"2"'), (1.5, "1.5")):
+        body["version"] = version
+        with pytest.raises(MessageError) as dropped:
+            decode([b"keystep/cam0", json.dumps(body).encode()])
+        assert str(dropped.value).startswith(f"unsupported version {shown} (this program speaks ")

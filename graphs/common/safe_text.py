@@ -79,15 +79,17 @@ def shortened(text: str, limit: int) -> str:
 
 
 def quoted(value: object, limit: int = 80) -> str:
-    """A value the user or a peer gave (a name, a key, an option's value), as a message quotes it: a string in double
-    quotes as JSON writes it (``"video 1"``), anything else as Python writes it (``123``, ``(3, 'x')``); `printable`
-    and cut with ``...`` to ``limit`` characters (`shortened`).
+    """A value the user or a peer gave (a name, a key, an option's value), as a message quotes it: a string, a number,
+    true, false or null as JSON writes it (``"video 1"``, ``null``: what a file or a peer's message held, not
+    Python's ``None``), anything else as Python writes it (``(3, 'x')``); `printable` and cut with ``...`` to
+    ``limit`` characters (`shortened`).
 
     One spelling for every quoted string: it is how `graphs.common.settings_files.as_written` writes one (use that for
     a settings value of any type), the way the user typed it in a JSON or TOML file or a shell, and a cut one is
     marked, never read as whole.
     """
-    return shortened(json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value), limit)
+    scalar = value is None or isinstance(value, str | int | float)  # bool is an int
+    return shortened(json.dumps(value, ensure_ascii=False) if scalar else repr(value), limit)
 
 
 def count_of(n: int, noun: str) -> str:

@@ -546,7 +546,7 @@ DAMAGED_SOURCES: dict[str, tuple[Callable[[str], bytes], str]] = {
     "utf-16-without-bom": (lambda text: text.encode("utf-16-le"), "is UTF-16 text (Windows' \"Unicode\"), expected a "
                                                                    "sources table in UTF-8"),
     "another-file": (lambda text: b"recording\tlength\n10_16\t973\n", "not the data set's sources table"),
-    "cut-mid-row": (_cut_mid_row, "has no length in seconds (seconds = None; a damaged table?"),
+    "cut-mid-row": (_cut_mid_row, "has no length in seconds (no seconds cell; a damaged table?"),
 }
 
 

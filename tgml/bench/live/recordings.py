@@ -252,8 +252,10 @@ def video_seconds(sources: Path) -> dict[str, int]:
             # ASCII digits only: str.isdigit takes '\u00b2', which int() refuses, and int() refuses 5,000 digits.
             if not (recording and value and value.isascii() and value.isdigit() and len(value) <= MAX_SECONDS_DIGITS):
                 what = f"{quoted(recording, 40)} has no length in seconds" if recording else "no recording_id"
-                raise InputError(f"{sources}: line {rows.line_num}: {what} (seconds = {quoted(value, 40)}; a damaged "
-                                 "table? restore it from the data set)")
+                # A row cut short has no seconds cell at all (None): said so, not as a value someone wrote.
+                cell = "no seconds cell" if value is None else f"seconds = {quoted(value, 40)}"
+                raise InputError(f"{sources}: line {rows.line_num}: {what} ({cell}; a damaged table? restore it from "
+                                 "the data set)")
             seconds[recording] = int(value)
     except csv.Error as err:  # a field longer than csv's limit (128 KiB): a damaged file
         raise InputError(f"{sources}: not a table of tab-separated columns ({err})") from None

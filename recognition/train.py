@@ -824,8 +824,9 @@ def divergence_hint(features: np.ndarray, lr: float, lengths: Sequence[int] = ()
     if lengths and len(sources) == len(lengths):
         rows = largest_by_row(features).reshape(-1, features.shape[-2])  # (K + 1, L)
         copy, row = np.unravel_index(int(rows.argmax()), rows.shape)
-        video = int(np.searchsorted(np.cumsum(lengths), row, side="right"))
-        first = int(row) - int(sum(lengths[:video]))
+        starts = np.cumsum([0, *lengths])  # (videos + 1,) where each video's rows begin
+        video = int(np.searchsorted(starts, row, side="right")) - 1
+        first = int(row - starts[video])
         where = f" in {sources[video]} (vector {first}" + (f" of its augmented copy {copy}" if copy else "") + ")"
     return (f"the features reach {largest:.3g} in absolute value{where}: {rescale}, before importing; or try a smaller "
             f"[train] lr than {lr:g}")

@@ -875,11 +875,12 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
     hash_features = chain.detector_sources.records("features")
     if config.features:  # every file read and checked (floats, finite, the detector's width) before the first runs
         lengths = []
+        trained_scale = chain.checkpoint.training_scale()  # read once, compared with every file
         for video in videos:
             reader = open_feature_file(video.path, chain.checkpoint, config.detector, name=video.named)
             if hash_features:
                 feature_identities[video.name] = features_identity(reader.features)
-            far = scale_mismatch(reader.features, chain.checkpoint.training_scale(), video.named)
+            far = scale_mismatch(reader.features, trained_scale, video.named)
             if far is not None:  # once per recording, here: the runs read the file again
                 warn(far)
             lengths.append(len(reader.features) / chain.checkpoint.fps)

@@ -115,8 +115,7 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
     check_measured_rates(parts.checkpoint, config.source.detector, config.checker.checking.kind,
                          config.detector.default_rates)
     # A bad video is refused before the checker starts.
-    readers = open_videos([config.source], parts.checkpoint.fps, log.warning,
-                          parts.checkpoint.training_scale())
+    readers = open_videos([config.source], parts.checkpoint, log.warning)
     state = ViewState(names=graph_names(parts.graph))
     sinks: list[Callable[[str], Sink]] = []
     observers: list[Callable[[str], FrameObserver]] = []

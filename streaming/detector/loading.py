@@ -447,23 +447,24 @@ def load_parts(source: StreamSource, threads: int = 1, warn: Callable[[str], Non
     return LoadedParts(graph, model, checkpoint, extractor)
 
 
-def open_videos(sources: Sequence[StreamSource], fps: float,
-                warn: Callable[[str], None] = print_warning, training_scale: float | None = None) -> list[VideoReader]:
+def open_videos(sources: Sequence[StreamSource], checkpoint: DetectorCheckpoint,
+                warn: Callable[[str], None] = print_warning) -> list[VideoReader]:
     """Open every source's video at the detector's rate; if one cannot be opened, those opened before it are closed.
 
-    A feature file far beyond the scale of the detector's training features is warned of as it opens, naming its
-    first vector past the rule (`recognition.model.scale_mismatch`): once per file, before the stream starts.
+    A feature file far beyond the scale of the detector's training features
+    (`recognition.checkpoint.DetectorCheckpoint.training_scale`; an older checkpoint records none and nothing is
+    compared) is warned of as it opens, naming its first vector past the rule (`recognition.model.scale_mismatch`):
+    once per file, before the stream starts.
 
     Args:
         sources: the streams' videos.
-        fps: the detector's rate.
+        checkpoint: the detector's checkpoint: its rate and the scale of its training features.
         warn: where the readers' warnings go as they read (`streaming.readers.VideoReader.warn`): a service's log.
-        training_scale: the largest absolute value of the detector's training features
-            (`recognition.checkpoint.DetectorCheckpoint.training_scale`; None: unknown, nothing compared).
 
     Returns:
         The readers (the caller's to close).
     """
+    fps, training_scale = checkpoint.fps, checkpoint.training_scale()
     readers: list[VideoReader] = []
     try:
         if len({is_feature_file(source.video) for source in sources}) > 1:
@@ -507,7 +508,7 @@ def open_streams(
     """
     parts = load_parts(sources[0], threads, warn)
     assert parts.graph is not None and isinstance(parts.extractor, FeatureExtractor)
-    readers = open_videos(sources, parts.checkpoint.fps, warn, parts.checkpoint.training_scale())
+    readers = open_videos(sources, parts.checkpoint, warn)
     return OpenedStreams(parts.graph, parts.model, parts.checkpoint, parts.extractor, readers)
 
 

@@ -232,7 +232,7 @@ def build_pipeline(
             # is waited for. Parts loaded by the caller were checked there (`check_measured_rates`).
             refuse_unused_default_rates(parts.checkpoint, config.sources[0].detector, config.detector.default_rates)
         if readers is None:
-            readers = open_videos(config.sources, parts.checkpoint.fps, warn, parts.checkpoint.training_scale())
+            readers = open_videos(config.sources, parts.checkpoint, warn)
             for reader in readers:
                 stack.callback(reader.close)
         ids = config.ids(len(readers))

@@ -357,6 +357,14 @@ def of_scenario(annotations: Annotations, scenario: str) -> Annotations:
                    unordered_names=tuple(name for name in annotations.unordered_names if name in videos))
 
 
+def print_timing_warning(annotations: Annotations, scenario: str | None = None, learns_graph: bool = True) -> None:
+    """Print `timing_warning`'s line on stderr, when there is one: for `load_annotations`, and for a command that
+    learns its scenario only from what it reads after the file (``recognition-features import``)."""
+    line = timing_warning(annotations, scenario, learns_graph)
+    if line is not None:
+        print(printable(line), file=sys.stderr, flush=True)
+
+
 def timing_warning(annotations: Annotations, scenario: str | None = None, learns_graph: bool = True) -> str | None:
     """The one warning line about a checked file's accepted oddities (overlaps, steps never done), or None; with a
     ``scenario`` of the file, about its videos alone. Steps never done are an oddity only to a command that learns a
@@ -562,8 +570,9 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
             raise InputError(f"{src}: a table without a scenario column holds one scenario, {DEFAULT_SCENARIO!r}: "
                              f"leave --scenario out, or add a scenario column naming {printable(scenario_read)!r}")
         annotations.check_scenario(scenario_read, "--scenario")
-    for line in (timing_warning(annotations, scenario_read, learns_graph) if warn_timing else None,
-                 step_spelling_warning(src, data) if is_table(path) and check_times else None,
+    if warn_timing:
+        print_timing_warning(annotations, scenario_read, learns_graph)
+    for line in (step_spelling_warning(src, data) if is_table(path) and check_times else None,
                  recording_id_warning(src, renamed) if check_times else None):
         if line is not None:
             print(printable(line), file=sys.stderr, flush=True)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from typing import Final
 
 import numpy as np
 
-from graphs.annotations import choose_scenario, frames_hint, load_annotations, time_order, timing_warning
+from graphs.annotations import choose_scenario, frames_hint, load_annotations, print_timing_warning, time_order
 from graphs.common.array_files import FLOAT_KINDS, npy_header_shape, read_npy
 from graphs.common.errors import InputError
 from graphs.common.files import check_output, not_a_file, not_a_folder
@@ -538,9 +537,7 @@ def plan_import(config: ImportConfig, report: ImportReport) -> ImportPlan:
             raise InputError(f"--features {config.features}: its recordings are of {len(scenarios)} scenarios of "
                              f"{config.annotations} ({counts} files); choose one with --scenario")
         scenario = choose_scenario(annotations, next(iter(scenarios)))
-        warned = timing_warning(annotations, scenario, learns_graph=False)
-        if warned is not None:
-            print(printable(warned), file=sys.stderr, flush=True)
+        print_timing_warning(annotations, scenario, learns_graph=False)
     else:
         scenario = choose_scenario(annotations, config.scenario)
     step_ids, step_names = annotations.steps_of(scenario)

@@ -199,7 +199,7 @@ def _bench_mistakes_options(p: argparse.ArgumentParser) -> None:
                    help=f"comma-separated order rules, from {', '.join(ORDER_RULES)} (default both)")
     p.add_argument("--procedures", help="comma-separated subset of procedures")
     p.add_argument("--workers", type=workers_option, default=min(os.cpu_count() or 1, 4),
-                   help="worker processes (0: one per core)")
+                   help="worker processes (default: the cores, at most 4; 0: one per core)")
     p.add_argument("--select", action="store_true",
                    help="choose the order rule by cross-validation on the graph-generation recordings only "
                         "(synthetic moved steps; the 190 test recordings are not read)")

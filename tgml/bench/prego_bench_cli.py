@@ -216,7 +216,7 @@ def select_parser() -> ArgumentParser:
     p.add_argument("--dataset", required=True, choices=list(prego.DATASETS),
                    help="the PREGO dataset whose training videos are searched")
     p.add_argument("--method", default="do-cv", choices=["do-cv", "do-ensemble", "noisy-and-do"],
-                   help="method whose settings to pick")
+                   help="method whose settings to pick (default do-cv)")
     p.add_argument("--folds", type=int, default=5, help="folds over the training videos (default 5)")
     p.add_argument(
         "--epochs", help="comma-separated epoch caps (default do-cv: 50,100,200,400,1200; do-ensemble: 25,...,1200)"
@@ -226,9 +226,12 @@ def select_parser() -> ArgumentParser:
     p.add_argument("--slip-rate", type=float, default=0.5,
                    help="do-ensemble: share of random-slip mistakes (default 0.5)")
     p.add_argument("--no-early-stop", action="store_true", help="do-ensemble: skip the dataset's early-stopping rule")
-    p.add_argument("--rules", default=",".join(RULES), help="noisy-and-do: comma-separated combination rules")
-    p.add_argument("--thresholds", default="0.5,0.7,1,1.2,1.4,1.7,2",
-                   help="noisy-and-do: comma-separated thresholds on the combined evidence ratio")
+    p.add_argument("--rules", default=",".join(RULES),
+                   help=f"noisy-and-do: comma-separated combination rules (default {','.join(RULES)})")
+    thresholds = "0.5,0.7,1,1.2,1.4,1.7,2"
+    p.add_argument("--thresholds", default=thresholds,
+                   help=f"noisy-and-do: comma-separated thresholds on the combined evidence ratio (default "
+                        f"{thresholds})")
     p.add_argument("--noise", type=float, default=0.2,
                    help="perturbation rate standing in for recognition errors (default 0.2)")
     p.add_argument("--workers", type=workers_option, default=0, help="processes (0 = one per core)")

@@ -41,6 +41,11 @@ def _floats(text: str | None, default: tuple[float, ...], option: str) -> tuple[
     return values
 
 
+def _listed(values: tuple[float, ...]) -> str:
+    """A grid's default as the option takes it (``0.05,0.1,0.2``): the help shows what typing nothing means."""
+    return ",".join(f"{v:g}" for v in values)
+
+
 def build_parser() -> ArgumentParser:
     """The command-line interface."""
     defaults = CheckerSearch()
@@ -53,12 +58,18 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--method", default=defaults.method, choices=sorted(LEARNERS), metavar="METHOD",
                    help=f"graph learned in each fold, from {', '.join(sorted(LEARNERS))} (default do, the graph "
                         "`prego-bench replay` learns)")
-    p.add_argument("--seed", type=seed_option, default=defaults.seed, help="the graph's seed")
-    p.add_argument("--priors", help="comma-separated prior skip probabilities rho to try")
-    p.add_argument("--thresholds", help="comma-separated alert thresholds tau to try")
-    p.add_argument("--windows", help="comma-separated evidence windows W in seconds (replay)")
-    p.add_argument("--min-durations", help="comma-separated segmenter min_duration values in seconds (replay)")
-    p.add_argument("--rates", help="comma-separated perturbation rates of the PRED simulation")
+    p.add_argument("--seed", type=seed_option, default=defaults.seed,
+                   help=f"the graph's seed (default {defaults.seed})")
+    p.add_argument("--priors", help="comma-separated prior skip probabilities rho to try (default "
+                                    f"{_listed(defaults.priors)})")
+    p.add_argument("--thresholds",
+                   help=f"comma-separated alert thresholds tau to try (default {_listed(defaults.thresholds)})")
+    p.add_argument("--windows", help="comma-separated evidence windows W in seconds (replay; default "
+                                     f"{_listed(defaults.windows)})")
+    p.add_argument("--min-durations", help="comma-separated segmenter min_duration values in seconds (replay; "
+                                           f"default {_listed(defaults.min_durations)})")
+    p.add_argument("--rates", help="comma-separated perturbation rates of the PRED simulation (default "
+                                   f"{_listed(defaults.rates)})")
     p.add_argument("--no-replay", action="store_true", help="choose the PRED-mode settings only")
     p.add_argument("--out", type=output_name, help="write the chosen settings to this JSON file")
     p.add_argument("--workers", type=workers_option, default=0, help="processes (0 = one per core)")

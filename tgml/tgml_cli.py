@@ -218,7 +218,8 @@ def _bench_queries_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", help=f"comma-separated subset of {','.join(QUERY_DATASETS)} (default all)")
     p.add_argument("--procedures", help="comma-separated CaptainCook4D procedures (default all 24)")
     p.add_argument("--folds", type=int, help="k-fold over executions (default 4 for CaptainCook4D, "
-                                             "leave-one-out for EPIC-Tent-O, 5 for Assembly101-O)")
+                                             "leave-one-out for EPIC-Tent-O, 5 for Assembly101-O); a procedure "
+                                             "of k executions or fewer is left out one execution at a time")
     p.add_argument("--seed", type=seed_option, default=42, help="the one training seed of the learned graphs "
                                                         "(default 42)")
     p.add_argument("--epochs", type=epochs_option, help="cap on DO epochs (quick runs; default the benchmark's)")

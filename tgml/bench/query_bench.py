@@ -301,6 +301,24 @@ def fold_indices(count: int, folds: int | None, seed: int = FOLD_SEED) -> list[n
     return [np.sort(part) for part in np.array_split(order, k)]
 
 
+def split_label(folds: int | None, counts: Sequence[int]) -> str:
+    """How a dataset's executions were held out, as `fold_indices` splits them: ``"leave-one-out"`` when every
+    procedure has ``folds`` correct executions or fewer (or ``folds`` is None), ``"k-fold"`` when none has, and
+    both, with the count of procedures left out one at a time, when some have (``--folds 11`` on EPIC-Tent-O's 10
+    runs leave-one-out, and a title saying 11-fold would not be what ran).
+
+    Args:
+        folds: k of the split; None: leave-one-out.
+        counts: the correct executions of each procedure of the dataset.
+    """
+    few = sum(count <= folds for count in counts) if folds is not None else len(counts)
+    if few == len(counts):
+        return "leave-one-out"
+    if few == 0:
+        return f"{folds}-fold"
+    return f"{folds}-fold; leave-one-out for {few} of {len(counts)} procedures of {folds} executions or fewer"
+
+
 @dataclass
 class Tally:
     """Everything one method answered on one dataset, pooled over procedures and folds."""
@@ -429,15 +447,14 @@ class QueryBenchResult:
     config: QueryBenchConfig
     results: dict[str, dict[str, dict[str, float | None]]]
     seconds: float
+    splits: dict[str, str]  # dataset -> `split_label`: the split that ran, procedure by procedure
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready content (see the module docstring)."""
-        folds = {d: ("leave-one-out" if (k := self.config.folds_of(d)) is None else f"{k}-fold")
-                 for d in self.config.datasets}
         return {
             "format": RESULTS_FORMAT,
             "version": RESULTS_VERSION,
-            "settings": {"data": str(self.config.data), "datasets": list(self.config.datasets), "folds": folds,
+            "settings": {"data": str(self.config.data), "datasets": list(self.config.datasets), "folds": self.splits,
                          "seed": self.config.seed, "epochs": self.config.epochs,
                          "procedures": list(self.config.procedures)},
             "results": self.results,
@@ -487,7 +504,8 @@ def run_query_bench(config: QueryBenchConfig, progress: bool = False) -> QueryBe
                     bar.advance(task)
             results[dataset] = {name: tally.metrics() for name, tally in tallies.items()
                                 if name != READY_REFERENCE or tally.future}
-    return QueryBenchResult(config, results, time.perf_counter() - start)
+    splits = {d: split_label(config.folds_of(d), [sum(p.correct) for p in procs]) for d, procs in plan.items()}
+    return QueryBenchResult(config, results, time.perf_counter() - start, splits)
 
 
 # -- report ---------------------------------------------------------------------------------------------------
@@ -496,8 +514,9 @@ def query_bench_tables(result: QueryBenchResult) -> list[Table]:
     on Ego-Exo4D beside it (a different dataset, marked as such)."""
     tables = []
     for number, (dataset, methods) in enumerate(result.results.items(), start=1):
-        k = result.config.folds_of(dataset)
-        folds = "leave-one-execution-out" if k is None else f"{k}-fold over executions"
+        split = result.splits[dataset]
+        folds = ("leave-one-execution-out" if split == "leave-one-out"
+                 else split.replace("-fold", "-fold over executions", 1))
         last = number == len(result.results)  # the legend once, under the last table
         table = Table(title=f"{dataset}: procedure questions on held-out executions ({folds})", header_style="bold",
                       caption=CAPTION if last else None, caption_justify="left")

@@ -9,7 +9,7 @@ import pytest
 
 from graphs.common.errors import InputError
 from tests.cli_errors import cli_error
-from tgml.bench.query_bench import QueryBenchConfig, fold_indices, load_bench_procedures
+from tgml.bench.query_bench import QueryBenchConfig, fold_indices, load_bench_procedures, split_label
 from tgml.tgml_cli import main
 
 
@@ -81,3 +81,23 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, data_dir: Path, capsys
 def test_config_refuses_procedures_without_captaincook(data_dir: Path) -> None:
     with pytest.raises(InputError, match="captaincook4d is not run"):
         QueryBenchConfig(data_dir, ("epic-tent-o",), procedures=("coffee",))
+
+
+def test_the_title_and_json_say_leave_one_out_where_folds_reach_a_procedures_executions(
+    tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --folds 11 on EPIC-Tent-O's 10 correct executions runs leave-one-out (the same figures as --folds 10); the
+    # title said "11-fold".
+    out = tmp_path / "queries.json"
+    assert main(["bench-queries", "--data", str(data_dir), "--dataset", "epic-tent-o", "--folds", "11",
+                 "--epochs", "5", "--json", str(out), "--quiet"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())  # the title wraps in a narrow table
+    assert "epic-tent-o: procedure questions on held-out executions (leave-one-execution-out)" in printed
+    assert "11-fold" not in printed
+    assert json.loads(out.read_text())["settings"]["folds"] == {"epic-tent-o": "leave-one-out"}
+
+
+def test_a_split_of_procedures_some_left_out_one_at_a_time_says_how_many() -> None:
+    assert split_label(4, [9, 12, 20]) == "4-fold"
+    assert split_label(4, [3, 4]) == split_label(None, [9]) == "leave-one-out"
+    assert split_label(4, [3, 9, 12]) == "4-fold; leave-one-out for 1 of 3 procedures of 4 executions or fewer"

@@ -171,7 +171,7 @@ def bench_parser() -> ArgumentParser:
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="how many training seeds: the learners run with seeds S..S+N-1, S being --first-seed; "
                         "the tables show mean ± std over them (default 1)")
-    p.add_argument("--first-seed", type=seed_option, default=42, metavar="S",
+    p.add_argument("--first-seed", type=seed_option, default=None, metavar="S",
                    help="the first training seed (default 42, the reference's)")
     p.add_argument("--json", type=output_path, metavar="FILE",
                    help="write the results here (schema: docs/prego-benchmark.md, 'Results document')")
@@ -400,6 +400,24 @@ def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
     )
 
 
+FIRST_SEED: Final = 42  # the reference's first training seed
+
+
+def _refuse_learner_options_with_a_graph(args: argparse.Namespace) -> None:
+    """A graph file is evaluated as it is: the options of the learners it replaces would be ignored in silence
+    (``--method do --seeds 3`` beside ``--graph`` printed one row of the file's graph and exited 0)."""
+    if args.graph is None:
+        return
+    given = {"--method": args.method is not None, "--seeds": args.seeds != 1,
+             "--first-seed": args.first_seed is not None, "--epochs": args.epochs is not None,
+             "--config": bool(args.config), "--save-graphs": args.save_graphs is not None}
+    unused = [option for option, typed in given.items() if typed]
+    if unused:
+        raise InputError(f"--graph {args.graph}: the file's graph is evaluated as it is, and {', '.join(unused)} "
+                         f"{'configures' if len(unused) == 1 else 'configure'} the learners it replaces; leave "
+                         f"{'it' if len(unused) == 1 else 'them'} out, or leave out --graph to learn graphs")
+
+
 def _bench(argv: list[str]) -> int:
     from rich.console import Console
 
@@ -407,7 +425,9 @@ def _bench(argv: list[str]) -> int:
 
     started = time.perf_counter()
     args = bench_parser().parse_args(argv)
-    seeds = tuple(seed_range(args.first_seed, args.seeds, "--first-seed"))
+    _refuse_learner_options_with_a_graph(args)
+    first_seed = FIRST_SEED if args.first_seed is None else args.first_seed
+    seeds = tuple(seed_range(first_seed, args.seeds, "--first-seed"))
     checker_pairs = [_checker_pair(text, args.checker) for text in args.checker_settings]  # usage first
     _ablation_options(args)
     own = _own_dataset(args)

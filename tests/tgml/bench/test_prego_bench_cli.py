@@ -282,10 +282,30 @@ def test_graph_file_name_with_brackets_is_shown_as_given(
     assert main([*argv, "--save-graphs", str(tmp_path), "--quiet"]) == 0
     (tmp_path / "epic-tent-o-count-based.json").rename(graph)
     capsys.readouterr()
-    assert main([*argv, "--mode", "gt", "--graph", str(graph), "--perturb", "0.2", "--plot", str(tmp_path / "p.png"),
-                 "--quiet"]) == 0
+    assert main([*argv[:-2], "--mode", "gt", "--graph", str(graph), "--perturb", "0.2", "--plot",
+                 str(tmp_path / "p.png"), "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert printed.count("graph:[v2]g.json") == 2  # results and ablation tables; rich took "[v2]" for markup
+
+
+@pytest.mark.parametrize(("extra", "named"), [
+    (["--method", "do"], "--method configures"),
+    (["--seeds", "3", "--epochs", "5"], "--seeds, --epochs configure"),
+    (["--first-seed", "7"], "--first-seed configures"),
+    (["--config", "epic-tent-o=x.toml"], "--config configures"),
+    (["--save-graphs", "SAVED"], "--save-graphs configures"),
+])
+def test_learner_options_beside_a_graph_file_are_refused(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], named: str
+) -> None:
+    # The graph file is evaluated as it is: these options were ignored in silence (exit 0, one row of the file's
+    # graph), and --save-graphs wrote a copy of the file under a name of its own.
+    graph = tmp_path / "g.json"
+    extra = [str(tmp_path / "saved") if word == "SAVED" else word for word in extra]
+    argv = ["--data", str(data_dir), "--dataset", "epic-tent-o", "--graph", str(graph), *extra]
+    message = cli_error(main, argv, capsys)
+    assert message.startswith(f"error: --graph {graph}: the file's graph is evaluated as it is, and {named} ")
+    assert not (tmp_path / "saved").exists()
 
 
 def test_missing_graph_file_is_named(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -470,9 +470,9 @@ def flag_cases(tmp: str) -> list[Case]:
                    lambda f: ["--features", f.folder("feats"), "--config", f.text("c.toml", "[train]\nlr = 1e308\n"),
                               "--out", f.missing("d.pt")], "lr = 1e+308: expected a number in (0, 1e+06]"),
               flag("tgml-bench-synthetic-sizes-100000", tgml, ["bench-synthetic", "--sizes", "100000"],
-                   "sizes = [100000]: need integers in 2..2048"),
+                   "--sizes 100000: need integers in 2..2048"),
               flag("tgml-bench-synthetic-executions-10^9", tgml, ["bench-synthetic", "--executions", str(10**9)],
-                   "executions = [1000000000]: need integers in 1..100000")]
+                   "--executions 1000000000: need integers in 1..100000")]
     return cases
 
 

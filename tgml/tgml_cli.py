@@ -67,7 +67,7 @@ import sys
 import time
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from graphs.common.command_line import ArgumentParser, add_version_option
 from graphs.common.errors import InputError, exit_on_input_error, print_note, print_warning
@@ -621,18 +621,24 @@ def _bench_queries(args: argparse.Namespace, console: Console) -> None:
         print(f"wrote {args.json}")
 
 
+# The fields of `tgml.bench.synthetic_procedures.SyntheticConfig` that are options of the same name.
+SYNTHETIC_OPTIONS: Final = ("sizes", "executions", "noise", "seeds", "first_seed", "learners", "workers")
+
+
 def _bench_synthetic(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-synthetic``: edge F1 of the learners on random procedures."""
     from graphs.common.files import check_output, write_text
+    from graphs.common.settings_files import naming_the_flags
     from tgml.bench.synthetic_procedures import SyntheticConfig, run_synthetic, summary_table, synthetic_table
 
     if args.json:
         check_output(args.json, "results file", option="--json")
     seed_range(args.first_seed, args.seeds, "--first-seed")
-    config = SyntheticConfig(
-        _listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
-        _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,
-        learners=_listed(args.learners, str, "--learners"), workers=args.workers)
+    with naming_the_flags(SYNTHETIC_OPTIONS):  # --noise 1.5, not the settings field SyntheticConfig.noise
+        config = SyntheticConfig(
+            _listed(args.sizes, int, "--sizes"), _listed(args.executions, int, "--executions"),
+            _listed(args.noise, float, "--noise"), seeds=args.seeds, first_seed=args.first_seed,
+            learners=_listed(args.learners, str, "--learners"), workers=args.workers)
     synthetic = run_synthetic(config, progress=not args.quiet)
     console.print(synthetic_table(synthetic))
     console.print(summary_table(synthetic))

@@ -132,7 +132,10 @@ def check_tables(
         check_known_keys(body, tables[name], path, name)
 
 
-_CONFIG_FIELD: Final = re.compile(r"[A-Z][A-Za-z0-9]*Config\.([a-z_][a-z0-9_]*)\b")
+# A settings class's field as its checks name it: ``NoisyAndConfig.cut``, ``CheckerSearch.priors`` (a search's grid).
+_CONFIG_FIELD: Final = re.compile(r"[A-Z][A-Za-z0-9]*(?:Config|Search)\.([a-z_][a-z0-9_]*)\b")
+# A grid's numbers as a check shows them (``[0.5, 1.5]``), said as the comma-separated option takes them.
+_NUMBER_LIST: Final = re.compile(r"\[(-?[0-9.e+-]+(?:, -?[0-9.e+-]+)*)\]")
 
 
 @contextmanager
@@ -183,6 +186,8 @@ def naming_the_flags(given: Collection[str], option: str = "", defaults: Collect
         if field is None or field[1] not in given:
             raise err from None
         value = message[field.end():].removeprefix(" = ")
+        if not option and (numbers := _NUMBER_LIST.match(value)) is not None:
+            value = numbers[1].replace(", ", ",") + value[numbers.end():]
         if option:
             raise InputError(f"{option} {field[1]}={value}") from None
         for name in given:

@@ -42,7 +42,7 @@ from graphs.common.errors import FieldError, InputError, exit_on_input_error
 from graphs.common.files import check_output
 from graphs.common.options import output_path, seed_option, seed_range, workers_option
 from graphs.common.safe_text import unknown_name
-from graphs.common.settings_files import EPOCHS, Bound, as_written
+from graphs.common.settings_files import EPOCHS, Bound, as_written, naming_the_flags
 from tgml.bench import prego
 from tgml.bench.data_folder import DATA_ENV, data_folder
 from tgml.bench.prepare import PrepareConfig, prepare_all
@@ -277,25 +277,26 @@ def _select(argv: list[str]) -> int:
     data = prego.load_dataset(layout, args.dataset, pred=False)
     settings = prego.load_method_settings(args.dataset)["do"]
     title = f"Cross-validation on the {args.dataset} training split (Avg F1, synthetic mistakes)"
-    if ensemble:
-        search = prego.SelectionConfig(
-            folds=args.folds,
-            epochs=tuple(epochs),
-            early_stop=not args.no_early_stop,
-            scales=tuple(scales),
-            sizes=tuple(_numbers(args.sizes, "1,5", int, "--sizes", ENSEMBLE_SIZE)),
-            noise=args.noise,
-            slip_rate=args.slip_rate,
-            workers=args.workers,
-        )
-        keys: tuple[str, ...] = ("epochs", "early_stop", "size", "threshold_scale", "clean", "noisy", "score")
-        headers: tuple[str, ...] = (
-            "epochs", "early stop", "size", "threshold scale", "clean", f"noise {args.noise:g}", "score"
-        )
-    else:
-        search = prego.do_cv_search(args.folds, tuple(epochs), tuple(scales), args.noise, args.workers)
-        keys = ("epochs", "threshold_scale", "clean", "noisy", "score")
-        headers = ("epochs", "threshold scale", "clean", f"noise {args.noise:g}", "score")
+    with naming_the_flags(SELECTION_OPTIONS):  # --folds 1, not the settings field SelectionConfig.folds
+        if ensemble:
+            search = prego.SelectionConfig(
+                folds=args.folds,
+                epochs=tuple(epochs),
+                early_stop=not args.no_early_stop,
+                scales=tuple(scales),
+                sizes=tuple(_numbers(args.sizes, "1,5", int, "--sizes", ENSEMBLE_SIZE)),
+                noise=args.noise,
+                slip_rate=args.slip_rate,
+                workers=args.workers,
+            )
+            keys: tuple[str, ...] = ("epochs", "early_stop", "size", "threshold_scale", "clean", "noisy", "score")
+            headers: tuple[str, ...] = (
+                "epochs", "early stop", "size", "threshold scale", "clean", f"noise {args.noise:g}", "score"
+            )
+        else:
+            search = prego.do_cv_search(args.folds, tuple(epochs), tuple(scales), args.noise, args.workers)
+            keys = ("epochs", "threshold_scale", "clean", "noisy", "score")
+            headers = ("epochs", "threshold scale", "clean", f"noise {args.noise:g}", "score")
     rows = prego.cross_validate(data, settings, search, progress=not args.quiet)
     return _print_selection(title, headers, keys, rows, started)
 
@@ -330,12 +331,13 @@ def _select_combination(args: argparse.Namespace, started: float) -> int:
         raise InputError(unknown_name("--rules", bad, RULES))
     if not rules:
         raise InputError(f"--rules {args.rules!r}: expected comma-separated rules among {', '.join(RULES)}")
-    search = prego.CombinationSearch(
-        rules=rules,
-        thresholds=tuple(_numbers(args.thresholds, "", float, "--thresholds", COMBINED_THRESHOLD)),
-        selection=prego.SelectionConfig(folds=args.folds, noise=args.noise, slip_rate=args.slip_rate,
-                                        workers=args.workers),
-    )
+    with naming_the_flags(SELECTION_OPTIONS):
+        search = prego.CombinationSearch(
+            rules=rules,
+            thresholds=tuple(_numbers(args.thresholds, "", float, "--thresholds", COMBINED_THRESHOLD)),
+            selection=prego.SelectionConfig(folds=args.folds, noise=args.noise, slip_rate=args.slip_rate,
+                                            workers=args.workers),
+        )
     layout = prego.resolve_data(args.data, [args.dataset])
     data = prego.load_dataset(layout, args.dataset, pred=False)
     settings = prego.load_method_settings(args.dataset)["noisy-and-do"]
@@ -400,6 +402,8 @@ def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
     )
 
 
+# The fields of `tgml.bench.prego.SelectionConfig` that `prego-bench select` fills from options of the same name.
+SELECTION_OPTIONS: Final = ("folds", "noise", "slip_rate", "workers", "epochs", "scales", "sizes")
 FIRST_SEED: Final = 42  # the reference's first training seed
 
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, Final
 
 from graphs.common.command_line import ArgumentParser, add_version_option, plain_summary
 from graphs.common.errors import InputError, exit_on_input_error
 from graphs.common.options import output_name, seed_option, workers_option
+from graphs.common.settings_files import naming_the_flags
 from tgml.bench.data_folder import DATA_ENV
 from tgml.bench.prego import DATASETS
 from tgml.bench.prego.checker_selection import CheckerSearch
@@ -44,6 +45,11 @@ def _floats(text: str | None, default: tuple[float, ...], option: str) -> tuple[
 def _listed(values: tuple[float, ...]) -> str:
     """A grid's default as the option takes it (``0.05,0.1,0.2``): the help shows what typing nothing means."""
     return ",".join(f"{v:g}" for v in values)
+
+
+# The fields of `tgml.bench.prego.checker_selection.CheckerSearch` that are options of the same name.
+SEARCH_OPTIONS: Final = ("folds", "method", "seed", "priors", "thresholds", "windows", "min_durations", "rates",
+                         "workers")
 
 
 def build_parser() -> ArgumentParser:
@@ -128,17 +134,18 @@ def main(argv: list[str]) -> int:
                      inputs=[layout.root / args.dataset, layout.segments_file(args.dataset).parent])
     data = load_dataset(layout, args.dataset, pred=False)
     defaults = CheckerSearch()
-    search = CheckerSearch(
-        folds=args.folds if args.folds is not None else (len(data.train) if len(data.train) <= 13 else 5),
-        method=args.method,
-        seed=args.seed,
-        priors=_floats(args.priors, defaults.priors, "--priors"),
-        thresholds=_floats(args.thresholds, defaults.thresholds, "--thresholds"),
-        windows=_floats(args.windows, defaults.windows, "--windows"),
-        min_durations=_floats(args.min_durations, defaults.min_durations, "--min-durations"),
-        rates=_floats(args.rates, defaults.rates, "--rates"),
-        workers=args.workers,
-    )
+    with naming_the_flags(SEARCH_OPTIONS):  # --priors 2, not the settings field CheckerSearch.priors
+        search = CheckerSearch(
+            folds=args.folds if args.folds is not None else (len(data.train) if len(data.train) <= 13 else 5),
+            method=args.method,
+            seed=args.seed,
+            priors=_floats(args.priors, defaults.priors, "--priors"),
+            thresholds=_floats(args.thresholds, defaults.thresholds, "--thresholds"),
+            windows=_floats(args.windows, defaults.windows, "--windows"),
+            min_durations=_floats(args.min_durations, defaults.min_durations, "--min-durations"),
+            rates=_floats(args.rates, defaults.rates, "--rates"),
+            workers=args.workers,
+        )
     settings = load_method_settings(args.dataset)[args.method]
     pred, pred_rows = select_pred_checker(data, settings, search, progress=not args.quiet)
     _print_rows(f"PRED mode: {args.dataset} training split, {search.folds} folds, perturbed sequences (Avg F1)",

@@ -153,7 +153,8 @@ def test_select_checker_writes_a_settings_file_the_replay_reads(
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [
-    ("--priors", "0.2,1.5", "priors"),
+    ("--priors", "0.2,1.5", "error: --priors 0.2,1.5: need values strictly between 0 and 1"),  # not CheckerSearch's
+    ("--folds", "1", "error: --folds 1: need at least 2"),
     ("--thresholds", "x", "comma-separated numbers"),
     ("--folds", "99", "--folds 99"),
 ])

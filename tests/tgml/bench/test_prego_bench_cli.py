@@ -369,6 +369,15 @@ def test_select_refuses_a_grid_value_outside_its_settings_range_naming_the_optio
     assert err.startswith(f"error: {option} '{values}': expected comma-separated numbers, each {rule}, got ")
 
 
+@pytest.mark.parametrize("method", ["do-cv", "do-ensemble", "noisy-and-do"])
+def test_select_names_folds_below_two_by_the_option(
+    method: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It said "SelectionConfig.folds = 1", a settings class the user never typed.
+    argv = ["select", "--data", str(data_dir), "--dataset", "epic-tent-o", "--method", method, "--folds", "1"]
+    assert cli_error(main, [*argv, "--quiet"], capsys) == "error: --folds 1: need at least 2"
+
+
 def test_select_subcommand_prints_the_best_candidate(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["select", "--data", str(data_dir), "--dataset", "epic-tent-o", "--folds", "2", "--epochs", "20",
             "--workers", "1"]

@@ -110,7 +110,8 @@ def test_bench_synthetic_command_prints_the_table_and_writes_json(
 @pytest.mark.parametrize(
     ("flags", "fragment"),
     [(["--sizes", "5,x"], "--sizes '5,x'"), (["--learners", "tgt"], "learner 'tgt': not one of"),
-     (["--noise", "2"], "SyntheticConfig.noise"), (["--seeds", "0"], "--seeds 0: need at least 1")],
+     (["--noise", "0.1,2"], "--noise 0.1,2.0: need rates in [0, 1]"),  # the option typed, not the settings field
+     (["--seeds", "0"], "--seeds 0: need at least 1")],
 )
 def test_bench_synthetic_refuses_bad_options(flags: list[str], fragment: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:

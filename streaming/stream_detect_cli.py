@@ -769,11 +769,13 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any], log: ServiceLog) -> Iterator[Any]:
+def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any], log: ServiceLog,
+                    binds: Sequence[tuple[str, str]] = ()) -> Iterator[Any]:
     """With ``--metrics``: the service's metrics (``metrics()``), served while the block runs; without: None.
 
     The endpoint is bound first, so a busy port or a missing extra is refused before any model or graph loads. Port
-    0 takes a free port, which ``log`` names (nothing else would say where to scrape).
+    0 takes a free port, which ``log`` names (nothing else would say where to scrape). ``binds``: the ``(option,
+    endpoint)`` pairs the service binds after it, refused when the metrics take their port.
     """
     if args.metrics is None:
         if args.metrics_public:
@@ -781,8 +783,13 @@ def _metrics_server(args: argparse.Namespace, metrics: Callable[[], Any], log: S
         yield None
         return
     from streaming.metrics import MetricsServer, parse_metrics_address, require_prometheus
+    from streaming.transport import same_endpoint
 
     address = parse_metrics_address(args.metrics, args.metrics_public)
+    for option, endpoint in binds:  # else the service's own bind failed on the port these had just taken
+        if same_endpoint(f"tcp://{address}", endpoint):
+            raise InputError(f"--metrics {args.metrics} and {option} {endpoint} name the same port: the metrics "
+                             "endpoint and the checker's socket need one each")
     require_prometheus()
     made = metrics()
     server = MetricsServer(address, made.registry)
@@ -819,7 +826,8 @@ def _serve_checker(args: argparse.Namespace, log: ServiceLog) -> int:
 
     # The URL is checked first. The checker hands its sinks no periodic re-send: its webhook may POST a replayed alert
     # (one rebuilt from a history, which no receiver had).
-    with webhook_sinks(args.webhook, log, rebuilt=True) as sinks, _metrics_server(args, metrics, log) as watcher:
+    with webhook_sinks(args.webhook, log, rebuilt=True) as sinks, _metrics_server(
+            args, metrics, log, (("--bind", config.bind_events), ("--publish", config.bind_alerts))) as watcher:
         run_checker(args.graph, config, ready=ready, report=log, metrics=watcher, sinks=sinks,
                     log=lambda line, level="warning", **fields: log(line, level, **fields))
     return 0

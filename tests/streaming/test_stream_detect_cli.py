@@ -727,6 +727,24 @@ def test_a_metrics_port_in_use(command: str, capsys: pytest.CaptureFixture[str])
     assert line == "error: --metrics-public lets --metrics bind beyond loopback: give --metrics HOST:PORT with it"
 
 
+def test_a_metrics_port_that_is_also_the_checkers_bind_or_publish_port_is_refused_before_binding(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The metrics endpoint bound first, then the checker's own socket failed on the port it had just taken, with
+    # "address already in use (another program is using it: pick another port)": the other program was this one.
+    # The port is held here, so a checker that went on to bind anything would say "already in use" instead.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for option, metrics in (("--bind", f"127.0.0.1:{port}"), ("--publish", str(port))):
+            endpoints = {"--bind": "tcp://127.0.0.1:0", "--publish": "tcp://127.0.0.1:0",
+                         option: f"tcp://127.0.0.1:{port}"}
+            argv = ["checker", "--demo", "--metrics", metrics, *(x for kv in endpoints.items() for x in kv)]
+            line = cli_error(main, argv, capsys)
+            assert line == (f"error: --metrics {metrics} and {option} tcp://127.0.0.1:{port} name the same port: the "
+                            "metrics endpoint and the checker's socket need one each")
+
+
 def test_the_checker_logs_json_lines(tmp_path: Path) -> None:
     first, err, _ = _checker_until_sigterm(tmp_path, "--log-format", "json")
     ready = json.loads(first)

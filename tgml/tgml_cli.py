@@ -604,11 +604,13 @@ def _select_rule(args: argparse.Namespace, data: Path, console: Console) -> None
 def _bench_queries(args: argparse.Namespace, console: Console) -> None:
     """``tgml bench-queries``: the procedure questions on held-out executions."""
     from graphs.common.files import check_output, write_text
+    from graphs.common.settings_files import naming_the_flags
     from tgml.bench.data_folder import QUERY_DATASETS, data_folder
     from tgml.bench.query_bench import QueryBenchConfig, query_bench_tables, run_query_bench
 
-    config = QueryBenchConfig(data_folder(args.data), tuple(_names(args.dataset)) or QUERY_DATASETS, args.folds,
-                              args.seed, args.epochs, tuple(_names(args.procedures)))
+    with naming_the_flags(("folds", "seed", "epochs")):  # --folds 1, not the settings field QueryBenchConfig.folds
+        config = QueryBenchConfig(data_folder(args.data), tuple(_names(args.dataset)) or QUERY_DATASETS, args.folds,
+                                  args.seed, args.epochs, tuple(_names(args.procedures)))
     if args.json:
         check_output(args.json, "results file", inputs=[config.data / name for name in config.datasets],
                      option="--json")

@@ -170,11 +170,11 @@ class QueryBenchConfig:
         if len(set(self.datasets)) != len(self.datasets):
             raise InputError("bench-queries: a dataset is listed twice")
         if self.folds is not None and self.folds < 2:
-            raise InputError(f"bench-queries: folds = {self.folds}, expected at least 2")
+            raise InputError(f"QueryBenchConfig.folds = {self.folds}: need at least 2")
         if not is_seed(self.seed):
-            raise InputError(f"bench-queries: seed = {self.seed}, expected {SEED_RULE}")
+            raise InputError(f"QueryBenchConfig.seed = {self.seed}: expected {SEED_RULE}")
         if self.epochs is not None and self.epochs < 1:
-            raise InputError(f"bench-queries: epochs = {self.epochs}, expected >= 1")
+            raise InputError(f"QueryBenchConfig.epochs = {self.epochs}: expected >= 1")
         if self.procedures and CAPTAINCOOK not in self.datasets:
             raise InputError("bench-queries: procedures choose CaptainCook4D procedures, but captaincook4d is not run")
 

@@ -126,6 +126,10 @@ def _video_names(text: str) -> tuple[str, ...]:
     return names
 
 
+# The fields of `tgml.bench.prego.SelectionConfig` that `prego-bench select` fills from options of the same name.
+SELECTION_OPTIONS: Final = ("folds", "noise", "slip_rate", "workers", "epochs", "scales", "sizes")
+FIRST_SEED: Final = 42  # the reference's first training seed
+
 # The benchmark and its sub-commands: argparse's usage listed the benchmark's twenty options alone, and the four
 # sub-commands (replay: a recogniser's output through the checker) were named only in the page's last lines.
 SUBCOMMANDS: Final = ("prepare", "select", "select-checker", "replay")
@@ -172,7 +176,7 @@ def bench_parser() -> ArgumentParser:
                    help="how many training seeds: the learners run with seeds S..S+N-1, S being --first-seed; "
                         "the tables show mean ± std over them (default 1)")
     p.add_argument("--first-seed", type=seed_option, default=None, metavar="S",
-                   help="the first training seed (default 42, the reference's)")
+                   help=f"the first training seed (default {FIRST_SEED}, the reference's)")
     p.add_argument("--json", type=output_path, metavar="FILE",
                    help="write the results here (schema: docs/prego-benchmark.md, 'Results document')")
     p.add_argument("--sequences", type=Path, help='PRED-mode input {video: {"pred": [...]}} replacing MiniROAD')
@@ -400,11 +404,6 @@ def _own_dataset(args: argparse.Namespace) -> prego.AnnotationSource | None:
         settings=Path(args.config[0]) if args.config else None,
         order_only=args.order_only,
     )
-
-
-# The fields of `tgml.bench.prego.SelectionConfig` that `prego-bench select` fills from options of the same name.
-SELECTION_OPTIONS: Final = ("folds", "noise", "slip_rate", "workers", "epochs", "scales", "sizes")
-FIRST_SEED: Final = 42  # the reference's first training seed
 
 
 def _refuse_learner_options_with_a_graph(args: argparse.Namespace) -> None:

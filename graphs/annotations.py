@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,7 +47,7 @@ from graphs.annotation_csv import (
     step_spelling_warning,
     table_text,
 )
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, print_stderr
 from graphs.common.file_kinds import GRAPH_FORMAT, is_captaincook_graph, mistaken_file
 from graphs.common.files import read_json
 from graphs.common.safe_text import count_of, first_few, printable, shortened, unknown_name
@@ -362,7 +361,7 @@ def print_timing_warning(annotations: Annotations, scenario: str | None = None, 
     learns its scenario only from what it reads after the file (``recognition-features import``)."""
     line = timing_warning(annotations, scenario, learns_graph)
     if line is not None:
-        print(printable(line), file=sys.stderr, flush=True)
+        print_stderr(printable(line))
 
 
 def timing_warning(annotations: Annotations, scenario: str | None = None, learns_graph: bool = True) -> str | None:
@@ -575,7 +574,7 @@ def load_annotations(path: str | Path, check_times: bool = True, scenario_read: 
     for line in (step_spelling_warning(src, data) if is_table(path) and check_times else None,
                  recording_id_warning(src, renamed) if check_times else None):
         if line is not None:
-            print(printable(line), file=sys.stderr, flush=True)
+            print_stderr(printable(line))
     return annotations
 
 

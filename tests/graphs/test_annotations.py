@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,6 +166,16 @@ def test_overlapping_segments_are_accepted_with_one_warning_line(
     assert time_order(ann.videos["v1"], str(path)) == [(0, 0.0, 4.0), (1, 3.0, 9.0), (2, 5.0, 6.0), (3, 9.0, 10.0)]
     load_annotations(path, check_times=False)  # a benchmark reads the order only: no warning
     assert capsys.readouterr().err == ""
+
+
+def test_a_warning_with_stderr_closed_stays_out_of_standard_output(tmp_path: Path) -> None:
+    # With `2>&-` Python has no sys.stderr, and print(file=None) wrote the overlap warning on standard output, into
+    # whatever the command writes there (a graph, JSON lines).
+    path = _timed_file(tmp_path, [(0.0, 4.0), (3.0, 9.0)])
+    code = f"from graphs.annotations import load_annotations; load_annotations({str(path)!r}); print('read')"
+    done = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable, "-c", code], capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "read\n")
 
 
 def test_a_recording_id_other_than_its_key_is_warned_of(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

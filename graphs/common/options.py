@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -40,6 +41,11 @@ MAX_LOSS_WEIGHT: Final = 1000.0
 # 400 million weights, 6.4 GB with their gradients and AdamW's moments: still a training run on a large machine.
 # Wider is a typo (1e9 was taken, and died in torch's allocation traceback).
 MAX_WIDTH: Final = 8192
+
+
+def as_listed_option(values: Sequence[float]) -> str:
+    """Numbers as a comma-separated option takes them (``0.05,0.1,0.2``): a grid's default, shown in ``--help``."""
+    return ",".join(f"{v:g}" for v in values)
 
 
 def is_decimal_digits(text: str) -> bool:

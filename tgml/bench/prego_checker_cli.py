@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from graphs.common.command_line import ArgumentParser, add_version_option, plain_summary
 from graphs.common.errors import InputError, exit_on_input_error
-from graphs.common.options import output_name, seed_option, workers_option
+from graphs.common.options import as_listed_option, output_name, seed_option, workers_option
 from graphs.common.settings_files import naming_the_flags
 from tgml.bench.data_folder import DATA_ENV
 from tgml.bench.prego import DATASETS
@@ -40,11 +40,6 @@ def _floats(text: str | None, default: tuple[float, ...], option: str) -> tuple[
     if not values or any(not math.isfinite(v) for v in values):
         raise InputError(f"{option} {text!r}: expected comma-separated finite numbers")
     return values
-
-
-def _listed(values: tuple[float, ...]) -> str:
-    """A grid's default as the option takes it (``0.05,0.1,0.2``): the help shows what typing nothing means."""
-    return ",".join(f"{v:g}" for v in values)
 
 
 # The fields of `tgml.bench.prego.checker_selection.CheckerSearch` that are options of the same name.
@@ -67,15 +62,16 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--seed", type=seed_option, default=defaults.seed,
                    help=f"the graph's seed (default {defaults.seed})")
     p.add_argument("--priors", help="comma-separated prior skip probabilities rho to try (default "
-                                    f"{_listed(defaults.priors)})")
+                                    f"{as_listed_option(defaults.priors)})")
     p.add_argument("--thresholds",
-                   help=f"comma-separated alert thresholds tau to try (default {_listed(defaults.thresholds)})")
+                   help="comma-separated alert thresholds tau to try (default "
+                        f"{as_listed_option(defaults.thresholds)})")
     p.add_argument("--windows", help="comma-separated evidence windows W in seconds (replay; default "
-                                     f"{_listed(defaults.windows)})")
+                                     f"{as_listed_option(defaults.windows)})")
     p.add_argument("--min-durations", help="comma-separated segmenter min_duration values in seconds (replay; "
-                                           f"default {_listed(defaults.min_durations)})")
+                                           f"default {as_listed_option(defaults.min_durations)})")
     p.add_argument("--rates", help="comma-separated perturbation rates of the PRED simulation (default "
-                                   f"{_listed(defaults.rates)})")
+                                   f"{as_listed_option(defaults.rates)})")
     p.add_argument("--no-replay", action="store_true", help="choose the PRED-mode settings only")
     p.add_argument("--out", type=output_name, help="write the chosen settings to this JSON file")
     p.add_argument("--workers", type=workers_option, default=0, help="processes (0 = one per core)")

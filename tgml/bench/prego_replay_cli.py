@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from graphs.checker_settings import CHECKERS
 from graphs.common.command_line import ArgumentParser, add_version_option, plain_summary
 from graphs.common.errors import InputError, exit_on_input_error
-from graphs.common.options import fps_option, output_name, seed_option
+from graphs.common.options import as_listed_option, fps_option, output_name, seed_option
 from graphs.common.settings_files import naming_the_flags
 from recognition.segmenter import SegmenterConfig
 from tgml.bench.prego import DATASETS
@@ -75,7 +75,7 @@ def build_parser() -> ArgumentParser:
                    help=f"longest wait before emitting (default: {defaults.max_delay:g})")
     p.add_argument(
         "--sweep",
-        default=",".join(f"{v:g}" for v in DEFAULT_SWEEP),
+        default=as_listed_option(DEFAULT_SWEEP),
         help="comma-separated --min-duration values for the ablation table",
     )
     p.add_argument("--no-sweep", action="store_true", help="skip the ablation")

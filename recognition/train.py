@@ -31,7 +31,6 @@ frames a second the 64-frame window and 10-frame lag of before, at 1 feature a s
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
@@ -46,7 +45,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graphs.common.consoles import table_console
-from graphs.common.errors import InputError, print_warning
+from graphs.common.errors import InputError, print_stderr, print_warning
 from graphs.common.file_kinds import VIDEO_SUFFIXES, ZIP_MAGIC
 from graphs.common.files import check_output, not_a_folder, output_start, read_json
 from graphs.common.interrupts import signals_deferred
@@ -1170,8 +1169,7 @@ def run_training(
         doing = {"training": f"after {epochs} of {config.epochs} epochs: scoring and saving the best epoch so far",
                  "refit": "during the refit: scoring and saving the best epoch so far",
                  "scoring": f"after all {config.epochs} epochs: finishing the scoring and saving the detector"}[during]
-        print(printable(f"recognition-train: stopping {doing} (Ctrl-C again to abandon it)"), file=sys.stderr,
-              flush=True)
+        print_stderr(printable(f"recognition-train: stopping {doing} (Ctrl-C again to abandon it)"))
 
     check_calibration_videos(data, config)
     warn_one_validation_video(data, config)
@@ -1189,11 +1187,10 @@ def run_training(
     saved_whole = save_trained_detector(target, outcome, data, info, evidence, stopped)
     print_training_report(console or table_console(Console()), outcome, data, plot, confirmation, evidence, target)
     if stopped.stop is not None:  # said before the interrupt's own line, which ends the output
-        print(printable(f"recognition-train: stopped {stopped_when(outcome, config, stopped.during, target, out)}"),
-              file=sys.stderr)
+        when = stopped_when(outcome, config, stopped.during, target, out)
+        print_stderr(printable(f"recognition-train: stopped {when}"))
         raise stopped.stop
     if saved_whole is not None:
-        print(printable(f"recognition-train: stopped as the detector was written; {target} holds the whole run"),
-              file=sys.stderr)
+        print_stderr(printable(f"recognition-train: stopped as the detector was written; {target} holds the whole run"))
         raise saved_whole
     return outcome

@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from graphs.common.command_line import ArgumentParser, add_version_option
-from graphs.common.errors import InputError, exit_on_input_error, print_note, print_warning
+from graphs.common.errors import InputError, exit_on_input_error, print_note, print_stderr, print_warning
 from graphs.common.options import (
     epochs_option,
     output_name,
@@ -441,7 +441,7 @@ def _train(args: argparse.Namespace, console: Console) -> None:
                              progress=not args.quiet)
     save_graph(result.graph, args.out)
     if "left_out" in result.graph.info:
-        print(f"tgml train: {left_out_summary(result.graph.info['left_out'])}", file=sys.stderr)
+        print_stderr(f"tgml train: {left_out_summary(result.graph.info['left_out'])}")
     # The selection names the executions for every learner; a learner's own "train_sequences" is recorded by some
     # only (the baselines and the combined learners printed no count, and warned of none).
     executions = len(chosen.kept)

@@ -8,6 +8,8 @@ legs before unboxing the parts and is marked ``has_errors`` there. Learning from
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,13 @@ def test_an_out_naming_another_kind_of_file_is_refused_and_a_graph_is_replaced(
     out.write_text(json.dumps(json.loads(out.read_text()), sort_keys=True, indent=400))
     assert out.read_text().index('"format"') > 4096
     _train(labels, out)
+
+
+def test_the_left_out_line_with_stderr_closed_stays_out_of_standard_output(labels: Path, tmp_path: Path) -> None:
+    # With `2>&-` Python has no sys.stderr, and print(file=None) wrote "tgml train: left out ..." on standard output.
+    out = tmp_path / "shelf.json"
+    command = [sys.executable, "-m", "tgml.tgml_cli", "train", "--annotations", str(labels), "--scenario", SCENARIO,
+               "--out", str(out), "--quiet"]
+    done = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", *command], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "left out" not in done.stdout
+    assert load_graph(out).info["left_out"] == {"mistakes": ["video_11"], "excluded": []}

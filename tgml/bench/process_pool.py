@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from graphs.common.errors import print_stderr
 from graphs.common.interrupts import signals_deferred
 
 if TYPE_CHECKING:  # loaded by run_jobs: every benchmark module imports this one, and their help pages need neither
@@ -276,8 +277,8 @@ def run_jobs(
             count = int(bar.tasks[0].completed)
             bar.update(task, count=f"{count}/{len(arguments)}")
             if plain:
-                print(f"{Text.from_markup(label).plain}: {count}/{len(arguments)} done, "
-                      f"{time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+                print_stderr(f"{Text.from_markup(label).plain}: {count}/{len(arguments)} done, "
+                             f"{time.monotonic() - started:.0f} s")
 
         if processes == 1:
             _report = show if rows_shown else None

@@ -301,22 +301,41 @@ def fold_indices(count: int, folds: int | None, seed: int = FOLD_SEED) -> list[n
     return [np.sort(part) for part in np.array_split(order, k)]
 
 
-def split_label(folds: int | None, counts: Sequence[int]) -> str:
-    """How a dataset's executions were held out, as `fold_indices` splits them: ``"leave-one-out"`` when every
-    procedure has ``folds`` correct executions or fewer (or ``folds`` is None), ``"k-fold"`` when none has, and
-    both, with the count of procedures left out one at a time, when some have (``--folds 11`` on EPIC-Tent-O's 10
-    runs leave-one-out, and a title saying 11-fold would not be what ran).
+@dataclass(frozen=True)
+class ExecutionSplit:
+    """How a dataset's executions were held out, as `fold_indices` splits them: k-fold, with the procedures of k
+    correct executions or fewer left out one execution at a time (all of them, or every procedure, when k is None:
+    leave-one-out). ``--folds 11`` on EPIC-Tent-O's 10 runs leave-one-out, and a title saying 11-fold would not be
+    what ran.
 
-    Args:
+    Attributes:
         folds: k of the split; None: leave-one-out.
-        counts: the correct executions of each procedure of the dataset.
+        one_at_a_time: the procedures left out one execution at a time.
+        procedures: the dataset's procedures.
     """
-    few = sum(count <= folds for count in counts) if folds is not None else len(counts)
-    if few == len(counts):
-        return "leave-one-out"
-    if few == 0:
-        return f"{folds}-fold"
-    return f"{folds}-fold; leave-one-out for {few} of {len(counts)} procedures of {folds} executions or fewer"
+
+    folds: int | None
+    one_at_a_time: int
+    procedures: int
+
+    @classmethod
+    def of(cls, folds: int | None, counts: Sequence[int]) -> ExecutionSplit:
+        """The split of procedures with these correct executions each (``counts``)."""
+        few = sum(count <= folds for count in counts) if folds is not None else len(counts)
+        return cls(folds, few, len(counts))
+
+    def label(self, over_executions: bool = False) -> str:
+        """``"leave-one-out"``, ``"4-fold"`` or, where some procedures were left out one at a time, ``"4-fold;
+        leave-one-out for 1 of 3 procedures of 4 executions or fewer"``; ``over_executions``, for a title, names
+        what was split: ``"leave-one-execution-out"``, ``"4-fold over executions"``."""
+        one_out = "leave-one-execution-out" if over_executions else "leave-one-out"
+        if self.folds is None or self.one_at_a_time == self.procedures:
+            return one_out
+        k_fold = f"{self.folds}-fold{' over executions' * over_executions}"
+        if self.one_at_a_time == 0:
+            return k_fold
+        return (f"{k_fold}; {one_out} for {self.one_at_a_time} of {self.procedures} procedures of {self.folds} "
+                "executions or fewer")
 
 
 @dataclass
@@ -447,14 +466,15 @@ class QueryBenchResult:
     config: QueryBenchConfig
     results: dict[str, dict[str, dict[str, float | None]]]
     seconds: float
-    splits: dict[str, str]  # dataset -> `split_label`: the split that ran, procedure by procedure
+    splits: dict[str, ExecutionSplit]  # dataset -> the split that ran, procedure by procedure
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready content (see the module docstring)."""
         return {
             "format": RESULTS_FORMAT,
             "version": RESULTS_VERSION,
-            "settings": {"data": str(self.config.data), "datasets": list(self.config.datasets), "folds": self.splits,
+            "settings": {"data": str(self.config.data), "datasets": list(self.config.datasets),
+                         "folds": {dataset: split.label() for dataset, split in self.splits.items()},
                          "seed": self.config.seed, "epochs": self.config.epochs,
                          "procedures": list(self.config.procedures)},
             "results": self.results,
@@ -504,7 +524,7 @@ def run_query_bench(config: QueryBenchConfig, progress: bool = False) -> QueryBe
                     bar.advance(task)
             results[dataset] = {name: tally.metrics() for name, tally in tallies.items()
                                 if name != READY_REFERENCE or tally.future}
-    splits = {d: split_label(config.folds_of(d), [sum(p.correct) for p in procs]) for d, procs in plan.items()}
+    splits = {d: ExecutionSplit.of(config.folds_of(d), [sum(p.correct) for p in procs]) for d, procs in plan.items()}
     return QueryBenchResult(config, results, time.perf_counter() - start, splits)
 
 
@@ -514,9 +534,7 @@ def query_bench_tables(result: QueryBenchResult) -> list[Table]:
     on Ego-Exo4D beside it (a different dataset, marked as such)."""
     tables = []
     for number, (dataset, methods) in enumerate(result.results.items(), start=1):
-        split = result.splits[dataset]
-        folds = ("leave-one-execution-out" if split == "leave-one-out"
-                 else split.replace("-fold", "-fold over executions", 1))
+        folds = result.splits[dataset].label(over_executions=True)
         last = number == len(result.results)  # the legend once, under the last table
         table = Table(title=f"{dataset}: procedure questions on held-out executions ({folds})", header_style="bold",
                       caption=CAPTION if last else None, caption_justify="left")

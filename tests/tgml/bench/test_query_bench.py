@@ -9,7 +9,7 @@ import pytest
 
 from graphs.common.errors import InputError
 from tests.cli_errors import cli_error
-from tgml.bench.query_bench import QueryBenchConfig, fold_indices, load_bench_procedures, split_label
+from tgml.bench.query_bench import ExecutionSplit, QueryBenchConfig, fold_indices, load_bench_procedures
 from tgml.tgml_cli import main
 
 
@@ -100,6 +100,12 @@ def test_the_title_and_json_say_leave_one_out_where_folds_reach_a_procedures_exe
 
 
 def test_a_split_of_procedures_some_left_out_one_at_a_time_says_how_many() -> None:
-    assert split_label(4, [9, 12, 20]) == "4-fold"
-    assert split_label(4, [3, 4]) == split_label(None, [9]) == "leave-one-out"
-    assert split_label(4, [3, 9, 12]) == "4-fold; leave-one-out for 1 of 3 procedures of 4 executions or fewer"
+    assert ExecutionSplit.of(4, [9, 12, 20]).label() == "4-fold"
+    assert ExecutionSplit.of(4, [3, 4]).label() == ExecutionSplit.of(None, [9]).label() == "leave-one-out"
+    assert ExecutionSplit.of(4, [3, 9, 12]).label() == (
+        "4-fold; leave-one-out for 1 of 3 procedures of 4 executions or fewer")
+    # The tables' titles name what was split.
+    assert ExecutionSplit.of(4, [9, 12, 20]).label(over_executions=True) == "4-fold over executions"
+    assert ExecutionSplit.of(None, [9]).label(over_executions=True) == "leave-one-execution-out"
+    assert ExecutionSplit.of(4, [3, 9, 12]).label(over_executions=True) == (
+        "4-fold over executions; leave-one-execution-out for 1 of 3 procedures of 4 executions or fewer")

@@ -30,8 +30,12 @@ is reopened with bounded exponential backoff (`ReaderConfig.reopen_attempts`), a
 stream ends with ``error`` set. The tries count until a frame arrives, not until an open succeeds: a source that opens
 and then gives nothing (a URL FFmpeg cannot read without seeking, a camera node without an image, an RTSP server that
 accepts and never streams) uses them up too. Each reopen is said on stderr (a ``warning:`` line, at most one every
-`REOPEN_WARN_EVERY_S`), so a flapping camera is seen. Network streams are opened within `STREAM_OPEN_TIMEOUT_S` and a
-read waits at most ``stall_timeout_s`` (OpenCV's own limits are 30 s each).
+`REOPEN_WARN_EVERY_S`), so a flapping camera is seen. Network streams are opened within ``open_timeout_s``
+(`STREAM_OPEN_TIMEOUT_S` by default) and a read waits at most ``stall_timeout_s`` (OpenCV's own limits are 30 s each).
+
+A live source is refused when it does not open (`InputError`), unless the reader is told to retry it
+(``retry_first_open``: one source among several, whose others must not wait for it): it is then opened on its grab
+thread, and a failed first open is said on a ``warning:`` line and retried as a lost source is.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ MIN_SOURCE_FPS: Final = 0.1  # a frame-rate field below this (a frame every 10 s
 MAX_SOURCE_FPS: Final = 10_000.0  # above the fastest high-speed camera: a broken field
 MAX_SAMPLES: Final = 10_000_000  # frames one file may yield (23 days at 5 fps): a bigger count is a broken header
 REOPEN_WARN_EVERY_S: Final = 10.0  # at most one reopen warning per live source this often
+CAMERA_NUMBER_MAX: Final = 2**31 - 1  # OpenCV takes a camera's number as a C int: a larger one is no camera
 
 
 def quiet_codec_logs(verbose: bool = False) -> None:
@@ -147,6 +152,7 @@ class ReaderConfig:
         reopen_backoff_s: first wait between reopen tries; doubled each time up to ``reopen_backoff_max_s``.
         reopen_backoff_max_s: longest wait between two reopen tries.
         stall_timeout_s: a live source that delivers no frame for this long is reopened.
+        open_timeout_s: longest a network stream may take to open (OpenCV's own limit is 30 s).
     """
 
     fps: float = 30.0
@@ -158,6 +164,7 @@ class ReaderConfig:
     reopen_backoff_s: float = 0.25
     reopen_backoff_max_s: float = 4.0
     stall_timeout_s: float = 2.0
+    open_timeout_s: float = STREAM_OPEN_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if not (self.fps > 0 and self.fps <= 1000):
@@ -174,6 +181,8 @@ class ReaderConfig:
             )
         if not self.stall_timeout_s > 0:
             raise InputError(f"ReaderConfig.stall_timeout_s = {self.stall_timeout_s} must be > 0")
+        if not self.open_timeout_s > 0:
+            raise InputError(f"ReaderConfig.open_timeout_s = {self.open_timeout_s} must be > 0")
 
 
 @dataclass(frozen=True)
@@ -772,14 +781,14 @@ def open_live_capture(target: str | int, config: ReaderConfig) -> cv2.VideoCaptu
 
     Args:
         target: camera index or path, or a stream URL.
-        config: ``stall_timeout_s`` bounds each read of a stream.
+        config: ``open_timeout_s`` bounds the open of a stream, ``stall_timeout_s`` each of its reads.
 
     Returns:
         The capture (check ``isOpened()``).
     """
     if isinstance(target, str) and "://" in target and cv2.videoio_registry.hasBackend(cv2.CAP_FFMPEG):
         params = [
-            cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, int(STREAM_OPEN_TIMEOUT_S * 1000),
+            cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, int(config.open_timeout_s * 1000),
             cv2.CAP_PROP_READ_TIMEOUT_MSEC, int(config.stall_timeout_s * 1000),
         ]  # fmt: skip
         return cv2.VideoCapture(target, cv2.CAP_FFMPEG, params)
@@ -833,9 +842,9 @@ EXIT_WAIT_MAX_S: Final = 60.0  # the longest the exit waits for grab threads (a 
 @atexit.register
 def _stop_grab_threads() -> None:
     """At exit, stop the grab thread of every live reader never closed and wait for it, at most as long as its
-    longest blocking call: a network stream's open (`STREAM_OPEN_TIMEOUT_S`) or read (``stall_timeout_s``), both bounded
-    by the FFmpeg options `open_live_capture` sets; a camera's read returns with its next frame, or after V4L2's own
-    10 s timeout. Never longer than `EXIT_WAIT_MAX_S`.
+    longest blocking call: a network stream's open (``open_timeout_s``, at least `STREAM_OPEN_TIMEOUT_S` is waited) or
+    read (``stall_timeout_s``), both bounded by the FFmpeg options `open_live_capture` sets; a camera's read returns
+    with its next frame, or after V4L2's own 10 s timeout. Never longer than `EXIT_WAIT_MAX_S`.
 
     The grab thread is a daemon (a read can block that long, and a forgotten reader must not keep the process alive),
     but a daemon thread that comes back from OpenCV while the interpreter finalises is ended by ``pthread_exit``, whose
@@ -847,7 +856,7 @@ def _stop_grab_threads() -> None:
         readers = list(_OPEN_LIVE_READERS)
     for reader in readers:
         reader.interrupt()
-    longest = max([STREAM_OPEN_TIMEOUT_S, *(r.config.stall_timeout_s for r in readers)])
+    longest = max([STREAM_OPEN_TIMEOUT_S, *(max(r.config.open_timeout_s, r.config.stall_timeout_s) for r in readers)])
     deadline = time.monotonic() + min(longest + 1.0, EXIT_WAIT_MAX_S)
     for reader in readers:
         reader.join_grab_thread(max(0.0, deadline - time.monotonic()))
@@ -870,6 +879,28 @@ class LiveCapture(Protocol):
         """Close the source."""
 
 
+class _NotOpened:
+    """The capture of a live reader whose grab thread has not opened its source yet (`LiveCapture`)."""
+
+    def isOpened(self) -> bool:  # noqa: N802 - the cv2.VideoCapture interface
+        """Never open."""
+        return False
+
+    def grab(self) -> bool:
+        """No frame."""
+        return False
+
+    def retrieve(self) -> tuple[bool, np.ndarray]:
+        """No frame."""
+        return False, np.zeros((0, 0, 3), np.uint8)
+
+    def release(self) -> None:
+        """Nothing to release."""
+
+
+_NOT_OPENED: Final = _NotOpened()
+
+
 class LiveReader(VideoReader):
     """Cameras and network streams through OpenCV: a grab thread takes every frame off the source and converts to
     colour only the one a waiting consumer will take (at 5 fps from a 30 fps camera, one in six).
@@ -888,6 +919,12 @@ class LiveReader(VideoReader):
             default: `open_live_capture` with ``config``).
         clock: monotonic clock.
         warn: told of reopens (rate-limited: `REOPEN_WARN_EVERY_S`); default: a ``warning:`` line on stderr.
+        retry_first_open: open the source on the grab thread, the constructor returning at once, and retry a first
+            open that fails as a lost source is retried (with a warning), the error set once the tries are spent;
+            False: open it here and refuse it (`InputError`) if it does not open.
+
+    Raises:
+        InputError: the source does not open (without ``retry_first_open``), or names no camera there can be.
     """
 
     name = "opencv-live"
@@ -899,6 +936,7 @@ class LiveReader(VideoReader):
         open_capture: Callable[[str | int], LiveCapture] | None = None,
         clock: Callable[[], float] = time.monotonic,
         warn: Callable[[str], None] = print_warning,
+        retry_first_open: bool = False,
     ) -> None:
         super().__init__(source, config)
         self._open = open_capture or (lambda target: open_live_capture(target, config))
@@ -911,16 +949,19 @@ class LiveReader(VideoReader):
         self._opened = 1
         self._warned_at = -math.inf  # when a reopen was last said (`_warn_reopen`)
         self._unsaid = 0  # reopens since then not said
-        what = "camera" if source.kind == "camera" else "stream"
-        try:
-            cap = self._open(source.target)
-        except cv2.error as err:  # e.g. a camera index beyond a C long
-            raise InputError(f"--video {source.spec}: cannot open {what} ({_native_message(err)})") from None
-        if not cap.isOpened():
-            why = f" (refused, not a video, or no answer within {STREAM_OPEN_TIMEOUT_S:g} s)" if what == "stream" \
-                else camera_hint(source.target)
-            raise InputError(f"--video {source.spec}: cannot open {what}{why}")
-        self._cap = cap
+        self._unopened = ""  # why the first open failed, while no later one has succeeded
+        self._cap: LiveCapture = _NOT_OPENED
+        if retry_first_open:
+            # The open waits on the grab thread; a number that can name no camera is a typo, refused now.
+            if isinstance(source.target, int) and source.target > CAMERA_NUMBER_MAX:
+                raise InputError(f"--video {source.spec}: cannot open camera (camera numbers stop at "
+                                 f"{CAMERA_NUMBER_MAX})")
+            self._opened = 0
+        else:
+            cap, why = self._first_open()
+            if cap is None:
+                raise InputError(f"--video {source.spec}: {why}")
+            self._cap = cap
         self.grabbed = 0
         self.retrieved = 0
         self._lock = threading.Condition()
@@ -941,8 +982,36 @@ class LiveReader(VideoReader):
         with _OPEN_LIVE_LOCK:
             _OPEN_LIVE_READERS.add(self)
 
+    def _first_open(self) -> tuple[LiveCapture | None, str]:
+        """Open the source: ``(capture, "")``, or ``(None, why)`` when it does not open (``cannot open camera
+        (...)``, with what to look at)."""
+        what = "camera" if self.source.kind == "camera" else "stream"
+        try:
+            cap = self._open(self.source.target)
+        except cv2.error as err:  # e.g. a camera index beyond a C long
+            return None, f"cannot open {what} ({_native_message(err)})"
+        if not cap.isOpened():
+            cap.release()
+            why = f" (refused, not a video, or no answer within {self.config.open_timeout_s:g} s)" \
+                if what == "stream" else camera_hint(self.source.target)
+            return None, f"cannot open {what}{why}"
+        return cap, ""
+
+    def _open_on_grab_thread(self) -> bool:
+        """The first open of a reader told to retry it: False when the stream ends (the tries spent, or stopped)."""
+        cap, why = self._first_open()
+        if cap is not None:
+            self._cap, self._opened = cap, 1  # counted as the constructor's open is: a source that gives no frame
+            return True
+        if self._stop.is_set():  # stopped while it opened (Ctrl-C): no retry, and no line after the run's last one
+            return False
+        self._unopened = why
+        return self._reopen(why, "trying again")
+
     def _grab_loop(self) -> None:
         try:
+            if self._cap is _NOT_OPENED and not self._open_on_grab_thread():
+                return
             last_frame = self.clock()
             while not self._stop.is_set():
                 if self._cap.grab():
@@ -981,16 +1050,21 @@ class LiveReader(VideoReader):
                 self._ended = True
                 self._lock.notify_all()
 
-    def _reopen(self) -> bool:
+    def _reopen(self, why: str = "", action: str = "reopening it") -> bool:
         """Reopen with bounded exponential backoff; False once `reopen_attempts` tries were made since the last frame.
 
         A try whose open succeeds but whose source then gives no frame is spent like one whose open fails: a source
         that opens and stalls is given up after as many tries, never reopened for ever.
+
+        Args:
+            why: why it is reopened, for the warning (default: a stall, or the source closed).
+            action: what the warning says is done.
         """
-        why = f"no frame for {self.config.stall_timeout_s:g} s" if self._cap.isOpened() else "the source closed"
+        if not why:
+            why = f"no frame for {self.config.stall_timeout_s:g} s" if self._cap.isOpened() else "the source closed"
         self._cap.release()
-        while self._tries < self.config.reopen_attempts:
-            self._warn_reopen(why)
+        while self._tries < self.config.reopen_attempts and not self._stop.is_set():
+            self._warn_reopen(why, action)
             wait = min(self.config.reopen_backoff_s * 2**self._tries, self.config.reopen_backoff_max_s)
             if self._stop.wait(wait):
                 return False
@@ -1000,12 +1074,15 @@ class LiveReader(VideoReader):
             if cap.isOpened():
                 self._opened += 1
                 self._cap = cap
+                self._unopened = ""
                 return True
+            cap.release()
             why = "it did not open"
-        self.error = self._lost_error()
+        if not self._stop.is_set():  # stopped: the stream ends as stopped, not lost
+            self.error = self._lost_error()
         return False
 
-    def _warn_reopen(self, why: str) -> None:
+    def _warn_reopen(self, why: str, action: str = "reopening it") -> None:
         """Say that the source is being reopened: the first time at once, then at most every `REOPEN_WARN_EVERY_S`
         (a flapping camera is seen, and does not flood the log)."""
         now = self.clock()
@@ -1014,12 +1091,14 @@ class LiveReader(VideoReader):
             return
         unsaid = f"; {count_of(self._unsaid, 'reopen')} since the last such line" if self._unsaid else ""
         self._warned_at, self._unsaid = now, 0
-        self.warn(f"--video {self.source.spec}: {why}; reopening it (try {self._tries + 1} of "
+        self.warn(f"--video {self.source.spec}: {why}; {action} (try {self._tries + 1} of "
                   f"{self.config.reopen_attempts}{unsaid})")
 
     def _lost_error(self) -> str:
         """The error line of a source given up: lost (no open succeeded), or opened but giving no frame."""
         spec, tries = self.source.spec, self.config.reopen_attempts
+        if self._unopened and self._opened == 0:  # never opened: said as its refusal would have been
+            return f"--video {spec}: {self._unopened}, {tries} reopen attempts failed"
         if self._opened == 0:
             return f"--video {spec}: source lost, {tries} reopen attempts failed"
         before = f"gave {count_of(self.grabbed, 'frame')}, then " if self.grabbed else ""
@@ -1094,20 +1173,23 @@ def check_video_file(spec: str) -> None:
         raise InputError(f"--video {spec}: permission denied, cannot read the video file")
 
 
-def open_reader(spec: str, config: ReaderConfig, warn: Callable[[str], None] = print_warning) -> VideoReader:
+def open_reader(spec: str, config: ReaderConfig, warn: Callable[[str], None] = print_warning,
+                retry_first_open: bool = False) -> VideoReader:
     """Open the reader a ``--video`` value asks for.
 
     Args:
         spec: camera, URL or file (see the module docstring).
         config: rate, size, reader name and reopen policy.
         warn: where the reader's warnings go (`VideoReader.warn`).
+        retry_first_open: a camera or stream is opened on its reader's grab thread and, if it does not open, retried
+            as a lost one is (`LiveReader`); a file is refused all the same.
 
     Returns:
         An open reader; `InputError` (one line naming the source) if it cannot be opened.
     """
     source = parse_source(spec)
     if source.kind != "file":
-        return LiveReader(source, config, warn=warn)
+        return LiveReader(source, config, warn=warn, retry_first_open=retry_first_open)
     check_video_file(spec)
     check_not_an_image(spec)
     header = check_announced_frames(spec)

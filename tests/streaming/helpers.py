@@ -280,6 +280,32 @@ class StalledStream:
             sock.close()
 
 
+@contextmanager
+def silent_server() -> Iterator[int]:
+    """A loopback TCP server that accepts every connection and never sends a byte (a camera whose link hangs)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.05)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+        for sock in (*held, server):
+            sock.close()
+
+
 def status_heard(ctx: zmq.Context, endpoint: str, stream: str, over: threading.Event, timeout_s: float,
                  accept: Callable[[Status], bool] = lambda _status: True) -> bool:
     """Listen to a checker's output as a second viewer would, until a `status` of ``stream`` that ``accept``s comes

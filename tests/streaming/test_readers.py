@@ -194,6 +194,36 @@ def test_lost_live_source_is_reopened_with_bounded_backoff(numbered_video: Path,
     assert "3 reopen attempts failed" in reader.error
 
 
+def test_a_source_that_does_not_open_at_first_is_retried_when_told_to(numbered_video: Path, tmp_path: Path) -> None:
+    # Among several sources a camera that did not open at start stopped the run; told to retry it, the reader opens
+    # on its grab thread (the constructor does not wait), says the failure once, and plays the camera once it opens.
+    opened: list[object] = []
+
+    def open_capture(target: object) -> cv2.VideoCapture:
+        opened.append(target)  # twice not there, then plugged in
+        return cv2.VideoCapture(str(numbered_video) if len(opened) == 3 else str(tmp_path / "gone.mp4"))
+
+    config = ReaderConfig(fps=100.0, reopen_attempts=3, reopen_backoff_s=0.01, reopen_backoff_max_s=0.02,
+                          stall_timeout_s=0.05)
+    warnings: list[str] = []
+    reader = LiveReader(Source("stream", "rtsp://camera", "rtsp://camera"), config, open_capture=open_capture,
+                        warn=warnings.append, retry_first_open=True)
+    frames = list(reader)
+    reader.close()
+    assert frames and len(opened) == 6 and reader.reopens == 5  # 2 tries to open it, then 3 once the file ended
+    assert warnings == ["--video rtsp://camera: cannot open stream (refused, not a video, or no answer within 10 s); "
+                        "trying again (try 1 of 3)"]
+    assert reader.error == "--video rtsp://camera: source lost, 3 reopen attempts failed"
+    # One that never opens ends as a refusal would have said it, after its tries; a number no camera has is a typo.
+    never = LiveReader(Source("camera", 4242, "cam4242"), config, open_capture=lambda _t: cv2.VideoCapture(),
+                       warn=warnings.append, retry_first_open=True)
+    assert list(never) == [] and never.error.startswith("--video cam4242: cannot open camera")
+    assert never.error.endswith(", 3 reopen attempts failed")  # after what to look at (`camera_hint`)
+    never.close()
+    with pytest.raises(InputError, match=r"^--video cam99999999999999999999: cannot open camera \(camera numbers"):
+        open_reader("cam99999999999999999999", config, retry_first_open=True)
+
+
 def test_a_stalled_network_stream_is_noticed_within_the_stall_timeout() -> None:
     # OpenCV's own read timeout is 30 s: a network camera whose link hung kept the reader waiting that long
     # before the stall (stall_timeout_s) and reopen logic could act.

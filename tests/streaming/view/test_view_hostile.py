@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import random
 import signal
-import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 import zmq
@@ -23,7 +20,7 @@ from streaming.demo.paths import default_demo_paths
 from streaming.messages import StepEvent, encode
 from streaming.readers import STREAM_OPEN_TIMEOUT_S
 from streaming.transport import HARD_MAX_BYTES
-from tests.streaming.helpers import STREAM_DETECT
+from tests.streaming.helpers import STREAM_DETECT, silent_server
 
 GRAPH, DETECTOR = default_demo_paths()
 
@@ -95,32 +92,6 @@ def test_the_view_survives_a_hostile_checker_and_stops_on_sigterm() -> None:
     assert lines[-2].startswith("warning: view: ") and " malformed messages dropped (last: " in lines[-2]
     assert int(lines[-2].split()[2]) >= 100  # counted, not fatal
     assert lines[-1].startswith("interrupted by SIGTERM: stopped")
-
-
-@contextmanager
-def silent_server() -> Iterator[int]:
-    """A loopback TCP server that accepts every connection and never sends a byte (a camera whose link hangs)."""
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.05)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except TimeoutError:
-                continue
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(5)
-        for sock in (*held, server):
-            sock.close()
 
 
 @pytest.mark.parametrize("scheme", ["http", "rtsp"])

@@ -28,7 +28,7 @@ from streaming.devices import resolve_device
 from streaming.extractors import FeatureExtractor, make_extractor
 from streaming.feature_files import FeatureFileReader, is_feature_file, load_detector_for_features
 from streaming.messages import MAX_STREAM_ID, STREAM_ID_RULE, is_stream_id
-from streaming.readers import VideoReader, frames_read_again, open_reader, source_identity
+from streaming.readers import VideoReader, frames_read_again, open_reader, parse_source, source_identity
 
 
 def detector_for_graph(
@@ -451,6 +451,13 @@ def open_videos(sources: Sequence[StreamSource], checkpoint: DetectorCheckpoint,
                 warn: Callable[[str], None] = print_warning) -> list[VideoReader]:
     """Open every source's video at the detector's rate; if one cannot be opened, those opened before it are closed.
 
+    A camera or stream that does not open stops the run only when it is the only source: among several it must not
+    stop the cameras that work. Its reader then retries it as a source lost mid-run is retried (a ``warning:`` line
+    now, the stream's ``error`` once the tries are spent, `streaming.readers.LiveReader`), and every live source is
+    opened on its reader's own thread, so that none waits for another's open timeout. Files, feature files and
+    values that can name no source are refused as ever, and before any live source starts to open: a typo stops
+    the run at once.
+
     A feature file far beyond the scale of the detector's training features
     (`recognition.checkpoint.DetectorCheckpoint.training_scale`; an older checkpoint records none and nothing is
     compared) is warned of as it opens, naming its first vector past the rule (`recognition.model.scale_mismatch`):
@@ -465,28 +472,31 @@ def open_videos(sources: Sequence[StreamSource], checkpoint: DetectorCheckpoint,
         The readers (the caller's to close).
     """
     fps, training_scale = checkpoint.fps, checkpoint.training_scale()
-    readers: list[VideoReader] = []
+    several = len(sources) > 1
+    opened: dict[int, VideoReader] = {}
     try:
         if len({is_feature_file(source.video) for source in sources}) > 1:
             raise InputError("--features files and --video sources cannot share one detector: run them apart")
-        for source in sources:
-            config = replace(source.reader, fps=fps)
+        videos = [source.video if is_feature_file(source.video) else resolve_video(source.video) for source in sources]
+        live = [not is_feature_file(video) and parse_source(video).kind != "file" for video in videos]
+        for k in sorted(range(len(sources)), key=lambda k: live[k]):  # files first: a typo waits for no camera
+            source, config = sources[k], replace(sources[k].reader, fps=fps)
             if is_feature_file(source.video):
                 features = FeatureFileReader(source.video, config)
-                readers.append(features)
+                opened[k] = features
                 far = scale_mismatch(features.features, training_scale, features.label)
                 if far is not None:
                     warn(far)
             else:
-                readers.append(open_reader(resolve_video(source.video), config, warn))
-            slow = frames_read_again(source.video, readers[-1].source_fps, fps)
+                opened[k] = open_reader(videos[k], config, warn, retry_first_open=several)
+            slow = frames_read_again(source.video, opened[k].source_fps, fps)
             if slow is not None:
                 warn(slow)
     except BaseException:
-        for reader in readers:
+        for reader in opened.values():
             reader.close()
         raise
-    return readers
+    return [opened[k] for k in range(len(sources))]
 
 
 def open_streams(

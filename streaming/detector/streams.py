@@ -203,6 +203,11 @@ class DetectorStream:
         naming the steps after the failure never done, and a viewer gives the session no verdict (the checker marks
         the stream lost after its ``--stream-timeout``).
         """
+        if self.reader.error and not self.reader.frames:
+            # A source that never gave a frame (a camera dead from the start) has nothing to tell, and is told as a
+            # camera lost mid-run is while its reader retries it: by silence, which the checker marks lost after its
+            # --stream-timeout. A heartbeat now, not ``ended``, brought it back as live for that long.
+            return
         # The session's rate, not the last second's: what the view leaves on an ended row is read as the run's
         # (the window's jitter showed 5.5 fps at the end of a 5 fps stream).
         ended = not self.stats.error and not self.failed

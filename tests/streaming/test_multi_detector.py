@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -19,7 +21,12 @@ from streaming.detector import (
     DetectorStream,
     EventPublisher,
     FrameLoop,
+    PipelineConfig,
+    StreamSource,
+    build_pipeline,
     load_detector_for_stream,
+    load_parts,
+    open_videos,
     run_detectors,
     stream_ids_for,
 )
@@ -28,9 +35,17 @@ from streaming.detector.streams import DetectorStats, FrameObserver
 from streaming.extractors import FeatureExtractor
 from streaming.readers import Frame, LiveReader, ReaderConfig, Source, VideoReader, open_reader
 from streaming.transport import Publisher, bind
-from tests.streaming.helpers import StalledStream, running_checker, wait_for, write_noise_video
+from tests.streaming.helpers import (
+    STREAM_DETECT,
+    KeptMessages,
+    StalledStream,
+    running_checker,
+    silent_server,
+    wait_for,
+    write_noise_video,
+)
 
-_, DETECTOR = default_demo_paths()
+GRAPH_FILE, DETECTOR = default_demo_paths()
 
 
 def _videos(tmp_path: Path) -> list[Path]:
@@ -110,6 +125,89 @@ def test_a_stalled_source_holds_back_no_other(tmp_path: Path) -> None:
     [(stalled, file)] = outcome
     assert file.frames == 15 and file.error == "" and file_done < 6.0
     assert "source lost" in stalled.error and stalled.frames <= 5
+
+
+def test_a_source_dead_from_the_start_holds_back_no_other(tmp_path: Path) -> None:
+    # A stream that accepts the connection and sends nothing, among several sources, ended the whole detector before
+    # it started, after its open timeout (the sources were opened one after another): the file never ran.
+    video = write_noise_video(tmp_path / "clip.mp4", frames=90)
+    parts = load_parts(StreamSource(str(video), str(GRAPH_FILE), str(DETECTOR)))
+    dead = ReaderConfig(open_timeout_s=3.0, reopen_attempts=1, reopen_backoff_s=0.1, reopen_backoff_max_s=0.1)
+    said: list[str] = []
+    kept: dict[str, KeptMessages] = {}
+    log: list[str] = []
+    with silent_server() as port, running_checker(tmp_path, log=log, stream_timeout_s=1.0) as (ctx, service, _):
+        url = f"rtsp://127.0.0.1:{port}/live"
+        sources = (StreamSource(url, str(GRAPH_FILE), str(DETECTOR), reader=dead),
+                   StreamSource(str(video), str(GRAPH_FILE), str(DETECTOR), reader=ReaderConfig()))
+        config = PipelineConfig(sources, DetectorConfig(connect=service.events_endpoint), ("dead", "file"))
+        outcome: list[list[DetectorStats]] = []
+        start = time.monotonic()
+        pipeline = build_pipeline(config, parts=parts, sinks=[lambda sid: kept.setdefault(sid, KeptMessages())],
+                                  ctx=ctx, warn=said.append)
+        with pipeline:
+            run = threading.Thread(target=lambda: outcome.append(pipeline.run(threading.Event())))
+            run.start()
+            streams = service.core.streams
+            assert wait_for(lambda: "file" in streams and streams["file"].ended, 30.0)
+            file_done = time.monotonic() - start
+            run.join(30.0)
+            assert not run.is_alive()
+        # Known from its start heartbeat, then silent: lost, as a camera lost mid-run is, never ended.
+        assert wait_for(lambda: "dead" in streams and streams["dead"].lost, 10.0)
+        assert not streams["dead"].ended
+    [(lost, file)] = outcome
+    assert file.frames == 15 and file.error == "" and file_done < 3.0  # it waited for no open timeout
+    never = f"--video {url}: cannot open stream (refused, not a video, or no answer within 3 s)"
+    assert lost.frames == 0 and lost.error == f"{never}, 1 reopen attempts failed"
+    assert said == [f"{never}; trying again (try 1 of 1)"]
+    # Its one heartbeat is the start's: a last one, not ended, would bring the lost stream back as live.
+    assert [type(m).__name__ for m in kept["dead"].messages] == ["Heartbeat"]
+    assert not any(line.startswith("checker: dead back") for line in log), log
+
+
+def test_a_dead_source_alone_or_beside_a_missing_file_is_refused_at_once(tmp_path: Path) -> None:
+    # Alone there is nothing else to run: refused as ever. Beside a file that is not there the typo is said before
+    # the stream's open timeout (sources were opened in order, the stream's open waited first).
+    _, checkpoint, _ = load_detector_for_stream(DETECTOR, None)
+    dead = ReaderConfig(open_timeout_s=3.0)
+    with silent_server() as port:
+        url = f"rtsp://127.0.0.1:{port}/live"
+        with pytest.raises(InputError, match=r"^--video cam4242: cannot open camera"):
+            open_videos([StreamSource("cam4242", str(GRAPH_FILE), str(DETECTOR))], checkpoint)
+        start = time.monotonic()
+        with pytest.raises(InputError, match=r"missing\.mp4: file not found"):
+            open_videos([StreamSource(url, str(GRAPH_FILE), str(DETECTOR), reader=dead),
+                         StreamSource(str(tmp_path / "missing.mp4"), str(GRAPH_FILE), str(DETECTOR))], checkpoint)
+        assert time.monotonic() - start < 3.0
+
+
+def test_ctrl_c_while_a_dead_camera_is_retried_stops_the_detector_at_once(tmp_path: Path) -> None:
+    video = write_noise_video(tmp_path / "long.mp4", frames=1800)  # 60 s in real time: still playing at the signal
+    args = ["detector", "--video", str(video), "--video", "cam4242", "--stream-id", "file", "--stream-id", "dead",
+            "--graph", str(GRAPH_FILE), "--detector", str(DETECTOR)]
+    with running_checker(tmp_path) as (_ctx, service, _thread):
+        # SIGINT at its default, as from a terminal's Ctrl-C (a suite run in the background ignores it).
+        proc = subprocess.Popen([*STREAM_DETECT, *args, "--connect", service.events_endpoint], stderr=subprocess.PIPE,
+                                text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        assert proc.stderr is not None
+        try:
+            first = [proc.stderr.readline(), proc.stderr.readline()]  # the camera's warning, then "ready"
+            # The camera is retried for 7.75 s (5 tries, 0.25 s doubling to 4 s): the signal comes while it is.
+            proc.send_signal(signal.SIGINT)
+            stopped = time.monotonic()
+            _, rest = proc.communicate(timeout=60)
+            took = time.monotonic() - stopped
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+    assert first[0].startswith("warning: --video cam4242: cannot open camera (") and \
+        first[0].endswith("; trying again (try 1 of 5)\n"), first
+    assert first[1].startswith("detector: 2 streams (file, dead)"), first
+    assert proc.returncode == 130 and took < 5.0, rest
+    assert rest.splitlines()[-1].startswith("interrupted by SIGINT"), rest
+    assert "error:" not in rest and "Traceback" not in rest, rest
 
 
 def test_stream_ids_are_one_per_source_and_sources_one_per_stream(tmp_path: Path) -> None:

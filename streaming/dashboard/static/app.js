@@ -179,6 +179,7 @@ async function reconnect() {
 function pageLost() {
   setBadge("checker-link", false, "? checker: unknown (this page has lost the dashboard)");
   [...state.tiles.values()].forEach(updateTile);
+  showCounts(); // with no tile to redraw, the empty list's reason would stay as last told
   // The footer's figures stopped moving with the dashboard: read as current, a silent checker looked idle.
   if (state.footer) {
     document.getElementById("footer").textContent =
@@ -323,7 +324,26 @@ function showCounts() {
     `${state.alerts.size} alert(s), ${open} not acknowledged` +
     (state.forgottenOpen > 0 ? ` (and ${state.forgottenOpen} older, no longer kept)` : "");
   document.getElementById("no-streams").hidden = state.tiles.size > 0;
+  document.getElementById("no-streams-why").textContent = noStreamsText();
   document.getElementById("no-alerts").hidden = state.alerts.size > 0;
+}
+
+// Why no tile is shown. "No stream now: start a detector" was said also while the checker itself was down or not yet
+// started, or the page had lost the dashboard: then nothing is known of the streams, and the advice pointed at the
+// wrong program.
+function noStreamsText() {
+  const link = state.link;
+  if (!state.pageLive) return "Streams unknown: this page has no link to the dashboard (see the badge above)";
+  if (link && link.refused) return "Streams unknown: the checker refused this dashboard (see the badge above)";
+  if (link && !link.connected && !link.last_heard) {
+    return `Streams unknown: the checker at ${link.endpoint} has never answered this dashboard (is it running, ` +
+           "and is this its --publish endpoint?)";
+  }
+  if (link && !link.connected) {
+    return `No stream as last heard: the checker at ${link.endpoint} has not answered since ` +
+           `${clock(link.last_heard)}, and it had no stream then`;
+  }
+  return "No stream now: start a detector that sends to this checker";
 }
 
 // -- alerts -------------------------------------------------------------------------------------------------------

@@ -678,6 +678,36 @@ def test_a_sessions_end_report_stays_on_the_page_after_its_tile_goes_and_after_a
     assert "Finished sessions" not in fresh, fresh  # nothing listed there yet: not pointed at
 
 
+NO_STREAMS = "const p = document.getElementById('no-streams'); return !p.hidden && p.innerText;"
+
+
+def test_the_empty_stream_list_says_when_the_checker_itself_is_not_answering(tmp_path: Path,
+                                                                              chromium_tmp: Path) -> None:
+    # "No stream now: start a detector that sends to this checker" was said also while the checker itself was not
+    # started, or stopped: nothing was known of the streams then, and starting a detector would not have helped.
+    driver = browser(chromium_tmp)
+    endpoint = f"ipc://{tmp_path}/out"
+
+    def says(text: str) -> str:
+        found: str = wait_until(driver, f"const t = (() => {{ {NO_STREAMS} }})(); return t && t.includes("
+                                        f"{text!r}) && t;", 30)  # fmt: skip
+        return found
+
+    try:
+        with serving(endpoint, warn=lambda line: None, say=lambda line: None) as served:
+            driver.get(served.url)
+            before = says("never answered")  # no checker yet
+            with running_checker(tmp_path):
+                running = says("start a detector")
+            after = says("has not answered since")  # stopped; it had no stream when last heard
+    finally:
+        driver.quit()
+    assert before.startswith("Streams unknown: the checker at " + endpoint), before
+    assert running.startswith("No stream now: start a detector"), running
+    assert after.startswith(f"No stream as last heard: the checker at {endpoint} has not answered since "), after
+    assert "start a detector" not in before + after
+
+
 def test_a_camera_stopped_by_hand_reads_stopped_and_a_file_that_played_out_ended(tmp_path: Path,
                                                                                   chromium_tmp: Path) -> None:
     # Both tiles read "\u25a0 ENDED" and "session ended; never done: ...": a supervisor could not tell the camera

@@ -910,11 +910,15 @@ def _run_detector(args: argparse.Namespace, log: ServiceLog) -> int:
 
 
 def _stream_summary(log: ServiceLog, sid: str, run: DetectorStats) -> None:
-    """The detector's end line of one stream: frames, rate, drops, key-steps (and whether its source failed)."""
+    """The detector's end line of one stream: frames, rate (where the frames were enough to measure one), drops,
+    key-steps (and whether its source failed)."""
     failed = " (its source failed)" if run.error else ""
     steps = count_of(run.events, "key-step")
-    log(f"{sid}: {run.frames} frames at {run.fps:.1f} fps, {run.dropped} dropped, {steps}{failed}",
-        stream=sid, frames=run.frames, fps=round(run.fps, 2), dropped=run.dropped, keysteps=run.events)
+    fps = run.measured_fps
+    rate = "" if fps is None else f" at {fps:.1f} fps"
+    log(f"{sid}: {count_of(run.frames, 'frame')}{rate}, {run.dropped} dropped, {steps}{failed}",
+        stream=sid, frames=run.frames, fps=None if fps is None else round(fps, 2), dropped=run.dropped,
+        keysteps=run.events)
 
 
 def _untold_summaries(log: ServiceLog, streams: Sequence[DetectorStream], told: set[str]) -> None:

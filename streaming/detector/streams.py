@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from streaming.detector.batching import BatchedExtractor
 
 FPS_WINDOW_S = 1.0  # the reported frame rate averages over about this long
+# Fewer frames give a run no rate worth stating: its time runs from the stream's start, so the wait for the first frame
+# and the model's first call weigh as much as a frame interval (a 1-frame source of a 5 fps stream read "55.7 fps").
+MIN_RATE_FRAMES = 5
 
 FrameObserver = Callable[[Frame, np.ndarray, np.ndarray], None]  # (frame, its features (F,), its probabilities (C,))
 
@@ -46,6 +49,11 @@ class DetectorStats:
     def fps(self) -> float:
         """Average frames per second over the run."""
         return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def measured_fps(self) -> float | None:
+        """`fps` where it means something: None under `MIN_RATE_FRAMES` frames."""
+        return self.fps if self.frames >= MIN_RATE_FRAMES and self.seconds > 0 else None
 
 
 class DetectorStream:

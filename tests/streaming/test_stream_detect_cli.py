@@ -664,6 +664,23 @@ def test_a_reader_s_warning_goes_through_the_detector_s_log(tmp_path: Path, caps
     assert [(line["level"], line["service"]) for line in early] == [("warning", "detector")], lines
 
 
+def test_a_stream_of_too_few_frames_for_a_rate_ends_without_one(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # A source of one frame ended on "cam0: 1 frames at 55.7 fps" from a 5 fps detector: a rate over a run that is
+    # mostly the wait for its first frame. Under 5 frames none is stated (null in the JSON line's fields).
+    videos = [write_noise_video(tmp_path / "one.mp4", frames=6), write_noise_video(tmp_path / "three.mp4", frames=18)]
+    with running_checker(tmp_path) as (_ctx, service, _thread):
+        args = ["detector", "--video", str(videos[0]), "--video", str(videos[1]), "--stream-id", "one", "--stream-id",
+                "three", "--graph", str(GRAPH), "--detector", str(DETECTOR), "--fast", "--connect",
+                service.events_endpoint, "--log-format", "json"]
+        assert main(args) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    ends = {line["fields"]["stream"]: line for line in lines if "stream" in line["fields"]}
+    assert ends["one"]["message"].startswith("one: 1 frame, 0 dropped, "), ends
+    assert ends["three"]["message"].startswith("three: 3 frames, 0 dropped, "), ends
+    assert ends["one"]["fields"]["fps"] is None and ends["three"]["fields"]["fps"] is None
+
+
 def test_a_stream_s_end_line_is_said_when_it_ends_while_the_others_go_on(tmp_path: Path) -> None:
     # The detector said every stream's end line only once the last source had ended: with a camera among the
     # sources, a file that ended long before was never said at all.

@@ -408,6 +408,7 @@ def test_a_signal_landing_while_a_module_defines_its_classes_still_stops_the_run
     # A SIGTERM that came while `import networkx` made its classes (after tgml train's last epoch) surfaced as
     # "RuntimeError: Error calling __set_name__": Python wraps what a class body's descriptors raise. The handler
     # raises `Interrupted` wherever the signal lands; here it lands in a descriptor's __set_name__.
+    from graphs.common.command_line import ArgumentParser
     from graphs.common.errors import exit_on_input_error
     from graphs.common.interrupts import Interrupted
 
@@ -417,6 +418,7 @@ def test_a_signal_landing_while_a_module_defines_its_classes_still_stops_the_run
 
     @exit_on_input_error
     def main() -> int:
+        ArgumentParser().parse_args([])  # under way, as tgml train is after its last epoch
         type("Graph", (), {"adj": Descriptor()})  # what `class Graph: adj = cached_property(...)` does
         return 0
 
@@ -429,16 +431,19 @@ def test_a_signal_landing_while_a_module_defines_its_classes_still_stops_the_run
 def test_a_command_that_writes_no_file_says_only_that_it_stopped(capsys: pytest.CaptureFixture[str]) -> None:
     # A checker, a view or a dashboard said "the file being written, if any, was discarded" on Ctrl-C: it writes
     # none, and the line read as if something had been thrown away. The next command starts from "writes files".
+    from graphs.common.command_line import ArgumentParser
     from graphs.common.errors import exit_on_input_error, writes_no_files
     from graphs.common.interrupts import Interrupted
 
     @exit_on_input_error
     def service() -> int:
+        ArgumentParser().parse_args([])
         writes_no_files()
         raise Interrupted(signal.SIGINT)
 
     @exit_on_input_error
     def writer() -> int:
+        ArgumentParser().parse_args([])
         raise Interrupted(signal.SIGTERM)
 
     for main, status, line in ((service, 130, "interrupted by SIGINT: stopped"),
@@ -462,3 +467,17 @@ def test_a_signal_while_a_command_loads_its_modules_stops_it_in_one_line(command
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           cwd=ROOT)
     assert (done.returncode, done.stderr, done.stdout) == (status, f"interrupted by {name}: stopped\n", "")
+
+
+@pytest.mark.parametrize("command", sorted(SCRIPTS))
+def test_a_signal_while_a_command_builds_its_parser_says_only_that_it_stopped(command: str) -> None:
+    # In the tenth of a second after its modules are loaded, while it built its parser, a service said "no output is
+    # left half-written (the file being written, if any, was discarded)": it had not read its options, let alone
+    # begun a file. The installed entry point is called as the console script calls it; the signal lands as the
+    # first option is added to the parser.
+    module, _, function = SCRIPTS[command].partition(":")
+    script = (f"from tests.signal_calls import signal_when_called\nfrom {module} import {function}\n"
+              f"with signal_when_called('add_argument', {int(signal.SIGTERM)}):\n    {function}(['--help'])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert (done.returncode, done.stderr, done.stdout) == (143, "interrupted by SIGTERM: stopped\n", "")

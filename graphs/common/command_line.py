@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from graphs.common.errors import InputError
+from graphs.common.errors import InputError, command_began
 from graphs.common.safe_text import closest_name, quoted, shortened, unknown_name
 
 REQUIRED = "the following arguments are required: "  # how argparse starts the message of missing required ones
@@ -121,7 +121,9 @@ class ArgumentParser(argparse.ArgumentParser):
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
         """Parse like argparse, keeping the arguments for `error` (a sub-command's parser gets its own here)."""
         self._parsing = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
+        parsed = super().parse_known_args(args, namespace)
+        command_began()
+        return parsed
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: None = None) -> argparse.Namespace:  # type: ignore[override]
         """Parse like argparse, but an unknown option is reported by the sub-command that was chosen.

@@ -24,6 +24,10 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a write
 INTERRUPTED_NOTE = "stopped; no output is left half-written (the file being written, if any, was discarded)"
 STOPPED_NOTE = "stopped"  # the interrupt's note for a command that writes no file (`writes_no_files`)
 _WRITES_FILES: Final[ContextVar[bool]] = ContextVar("writes_files", default=True)
+# Whether the running command has begun: read its arguments, or begun writing a file (`command_began`). A signal in
+# the tenth of a second a command takes to build its parser said "the file being written, if any, was discarded" of
+# a checker that had not even read its options, let alone begun a file.
+_BEGUN: Final[ContextVar[bool]] = ContextVar("begun", default=True)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -188,6 +192,12 @@ def writes_no_files() -> None:
     _WRITES_FILES.set(False)
 
 
+def command_began() -> None:
+    """Tell `exit_on_input_error` that the running command has begun (its arguments are parsed, or a file is being
+    written): an interrupt before says only that it stopped, as nothing was under way to be discarded."""
+    _BEGUN.set(True)
+
+
 def _escape_what_stdout_cannot_encode() -> None:
     """Let standard output escape a character its encoding lacks (``l\\u2019eau``), as standard error does already.
 
@@ -222,6 +232,7 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
     @wraps(main)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         writes = _WRITES_FILES.set(True)
+        begun = _BEGUN.set(False)
         _escape_what_stdout_cannot_encode()
         try:
             with handling_signals():
@@ -272,6 +283,7 @@ def exit_on_input_error(main: Callable[P, R]) -> Callable[P, R]:
             raise
         finally:
             _WRITES_FILES.reset(writes)
+            _BEGUN.reset(begun)
 
     return wrapper
 
@@ -302,8 +314,8 @@ def _stop(interrupt: KeyboardInterrupt) -> NoReturn:
 
 
 def _interrupted_note() -> str:
-    """What the interrupt's line says after ``interrupted by SIGNAL:`` (`writes_no_files`)."""
-    return INTERRUPTED_NOTE if _WRITES_FILES.get() else STOPPED_NOTE
+    """What the interrupt's line says after ``interrupted by SIGNAL:`` (`writes_no_files`, `command_began`)."""
+    return INTERRUPTED_NOTE if _WRITES_FILES.get() and _BEGUN.get() else STOPPED_NOTE
 
 
 def interrupt_behind(err: BaseException) -> Interrupted | None:

@@ -37,7 +37,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, Final
 
-from graphs.common.errors import InputError, extra_import_error, install_extra
+from graphs.common.errors import InputError, command_began, extra_import_error, install_extra
 from graphs.common.file_kinds import KINDS, PROTECTED_KINDS, binary_kind, looks_like
 from graphs.common.interrupts import signals_deferred
 from graphs.common.safe_text import quoted
@@ -874,6 +874,7 @@ def atomic_path(
             full disk, say): one line naming the output.
     """
     path = Path(path)
+    command_began()  # a command that reads no options through `ArgumentParser` has begun by now
     output_target(path, what)
     scratch: Path | None = None
     try:

@@ -638,7 +638,14 @@ def run_dashboard(config: DashboardConfig, ready: Callable[[str], None] | None =
                 loop.add_signal_handler(signum, stopping, signum)
         await serve(Hub(config, warn=warn, say=say), ready, stop)
 
-    asyncio.run(main())
+    serving = main()
+    try:
+        asyncio.run(serving)
+    finally:
+        # A signal that lands while asyncio makes its loop (before a handler of its own is installed) stops the run
+        # before the coroutine ever started: left to the garbage collector, it then printed "RuntimeWarning:
+        # coroutine ... was never awaited" after the interrupt's line. Closing one that ran is a no-op.
+        serving.close()
     if received:
         raise Interrupted(received[0])
     return 0

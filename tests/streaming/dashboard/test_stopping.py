@@ -3,7 +3,7 @@
 An operator who presses Ctrl-C (or a service manager that sends SIGTERM) expects the dashboard to stop at once. With
 a page open, aiohttp's shutdown waited `CLOSE_TIMEOUT_S` for the page's handler to end by itself, then cancelled it
 and waited again: 4 s of silence on the terminal, a second Ctrl-C did nothing, and the page learnt of the stop only
-as a broken connection (1006).
+as a broken connection (1006). And one stopped while asyncio makes its event loop ends in its one line too.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +78,19 @@ def test_a_dashboard_with_a_page_open_stops_at_once_and_tells_the_page(signum: i
     assert stderr.strip().splitlines()[-1] == f"interrupted by {signal.Signals(signum).name}: stopped"
     assert close_code == aiohttp.WSCloseCode.GOING_AWAY  # the page says the dashboard went, and reconnects
     assert took < PROMPT_S, f"the dashboard took {took:.1f} s to stop with a page open"
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("where", ["new_event_loop", "create_task"])
+def test_a_dashboard_stopped_while_its_event_loop_is_made_ends_in_its_one_line(where: str) -> None:
+    # A SIGTERM some 0.5 s after the start (once in ~22 tries) landed while asyncio made its loop, before the serving
+    # coroutine ran: after "interrupted by SIGTERM: stopped" came "RuntimeWarning: coroutine ... was never awaited".
+    # The command runs as its console script does; a real SIGTERM is sent as asyncio calls ``where``.
+    script = ("import signal\nfrom tests.signal_calls import signal_when_called\n"
+              "from streaming.stream_detect_cli import main\n"
+              f"with signal_when_called({where!r}, signal.SIGTERM):\n"
+              "    main(['dashboard', '--connect', 'tcp://127.0.0.1:9', '--bind', '127.0.0.1:0'])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert (done.returncode, done.stderr) == (143, "interrupted by SIGTERM: stopped\n")

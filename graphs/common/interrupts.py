@@ -116,9 +116,18 @@ _EXTENSION_LOADING: Final = frozenset({ExtensionFileLoader.create_module.__code_
 def _send_again(signum: int, generation: int) -> None:
     """Send ``signum`` to the main thread again (a timer's thread), while the run that it came to still handles it
     (``generation``: a retry left by one `handling_signals` block never reaches the next one): to the main thread
-    itself, so that one blocked in a wait wakes up."""
-    if signal.getsignal(signum) is _raise and generation == _generation:
-        signal.pthread_kill(threading.main_thread().ident or 0, signum)
+    itself, so that one blocked in a wait wakes up.
+
+    Within the run it goes to whatever handler the run has put there since: the dashboard's event loop installs its
+    own (asyncio's ``add_signal_handler``) right after its last extension module loads, and a SIGTERM that landed in
+    that import was dropped when its retry found a handler other than `_raise`: the dashboard served on. Under the
+    lock, so that the block's end, which puts the handlers from before back under it too, never comes between the
+    check and the send (a default disposition would kill the run without its line)."""
+    with _lock:
+        handler = signal.getsignal(signum)
+        if (generation == _generation and _depth and signum in HANDLED
+                and handler not in (signal.SIG_IGN, signal.SIG_DFL, None)):
+            signal.pthread_kill(threading.main_thread().ident or 0, signum)
 
 
 def _raise(signum: int, frame: FrameType | None) -> None:
@@ -209,9 +218,9 @@ def handling_signals() -> Iterator[None]:
                 signal.signal(s, _raise)
         yield
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
         with _lock:
+            for s, handler in previous.items():  # under the lock: see `_send_again`
+                signal.signal(s, handler if handler is not None else signal.SIG_DFL)
             _depth -= 1
             if outermost:
                 sys.unraisablehook = _hook_before

@@ -165,6 +165,25 @@ def test_a_retry_left_by_one_run_is_not_sent_into_the_next() -> None:
             signal.signal(signal.SIGUSR1, previous)
 
 
+def test_a_retry_reaches_the_handler_the_run_installed_since() -> None:
+    # A SIGTERM that landed while the dashboard loaded its last extension module was sent again 10 ms later, into
+    # the handler asyncio had installed meanwhile (its event loop's): the retry went only to `_raise`, so the signal
+    # was dropped and the dashboard served on until killed.
+    from graphs.common import interrupts
+
+    arrived: list[int] = []
+    with handling_signals():
+        previous = signal.signal(signal.SIGTERM, lambda signum, _frame: arrived.append(signum))
+        try:
+            interrupts._send_again(signal.SIGTERM, interrupts._generation)
+            for _ in range(1000):  # the handler runs at the main thread's next bytecodes
+                if arrived:
+                    break
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    assert arrived == [signal.SIGTERM]
+
+
 def test_a_signal_arriving_while_the_main_thread_holds_the_handlers_lock_still_stops_the_run() -> None:
     # The handler runs in the main thread, between two of its bytecodes: with a plain lock, a signal that came while
     # the main thread held it (entering or leaving `signals_deferred`, as a benchmark submits its jobs) waited for

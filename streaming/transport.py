@@ -968,7 +968,10 @@ class HandshakeCounter:
         if value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
             return "a client without CURVE keys" if self.curve else "a client with CURVE keys (this checker has none)"
         if value == zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
-            return "a client holding another checker's public key (--curve-server)"
+            # libzmq gives a hello sealed for another server key and a vouch its public key cannot open the same
+            # value: naming one cause alone sent the operator of a mixed-up key pair to a --curve-server that was right.
+            return ("a client holding another checker's public key (--curve-server), or a secret key that does not "
+                    "belong to the public key it presents")
         return "a handshake that broke the ZeroMQ protocol"
 
     def close(self) -> None:

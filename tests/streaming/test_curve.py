@@ -375,6 +375,31 @@ def test_a_viewer_without_the_right_keys_receives_nothing(
     refused.close()
 
 
+@pytest.mark.parametrize("held", ["another checker's public key", "a secret key not of its public key"])
+def test_a_handshake_that_fails_its_encryption_is_logged_with_both_of_its_causes(
+    tmp_path: Path, keys: Path, held: str
+) -> None:
+    # libzmq reports both the same way (ZMTP_CRYPTOGRAPHIC): a client of its own that sent an allowed public key
+    # (cam0's) beside another secret key was logged as holding another checker's public key, and its operator looked
+    # at --curve-server, which was right.
+    lines: list[str] = []
+    cam0, cam1 = client(keys, "cam0"), client(keys, "cam1")
+    with running_checker(tmp_path, log=lines, curve=server(keys)) as (ctx, service, _):
+        sock = ctx.socket(zmq.PUB)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.curve_serverkey = cam1.public if held == "another checker's public key" else cam0.server
+        sock.curve_publickey, sock.curve_secretkey = cam0.public, cam1.secret
+        sock.connect(service.events_endpoint)
+        try:
+            assert wait_for(lambda: any("refused (denied" in line for line in lines), 10.0)
+        finally:
+            sock.close()
+    line = next(line for line in lines if "refused (denied" in line)
+    assert "another checker's public key (--curve-server)" in line, line
+    assert "a secret key that does not belong to the public key it presents" in line, line
+    assert service.receiver.stats.received == 0
+
+
 def test_curve_applies_on_ipc_too(tmp_path: Path, keys: Path) -> None:
     # On ipc the file permissions let a local user in; CURVE still asks for a key.
     with running_checker(tmp_path, curve=server(keys)) as (ctx, service, _thread):

@@ -475,13 +475,15 @@ def open_videos(sources: Sequence[StreamSource], checkpoint: DetectorCheckpoint,
     several = len(sources) > 1
     opened: dict[int, VideoReader] = {}
     try:
-        if len({is_feature_file(source.video) for source in sources}) > 1:
+        kinds = {is_feature_file(source.video) for source in sources}
+        if len(kinds) > 1:
             raise InputError("--features files and --video sources cannot share one detector: run them apart")
-        videos = [source.video if is_feature_file(source.video) else resolve_video(source.video) for source in sources]
-        live = [not is_feature_file(video) and parse_source(video).kind != "file" for video in videos]
+        reads_features = kinds == {True}
+        videos = [source.video if reads_features else resolve_video(source.video) for source in sources]
+        live = [not reads_features and parse_source(video).kind != "file" for video in videos]
         for k in sorted(range(len(sources)), key=lambda k: live[k]):  # files first: a typo waits for no camera
             source, config = sources[k], replace(sources[k].reader, fps=fps)
-            if is_feature_file(source.video):
+            if reads_features:
                 features = FeatureFileReader(source.video, config)
                 opened[k] = features
                 far = scale_mismatch(features.features, training_scale, features.label)

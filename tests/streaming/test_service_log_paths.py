@@ -34,9 +34,6 @@ from tests.streaming.helpers import beat, demo_checker_process, full_pipe, wait_
 
 pytestmark = pytest.mark.skipif(not Path("/dev/full").exists(), reason="Linux pipes")
 
-PORTS = iter(range(47210, 47300))  # this file's loopback ports (its own range: tests run side by side)
-
-
 @pytest.fixture
 def loose_keys(tmp_path: Path) -> Path:
     """A key set made by the command users run, the checker's secret key file readable by every user (0644)."""
@@ -48,9 +45,10 @@ def loose_keys(tmp_path: Path) -> Path:
 
 @contextlib.contextmanager
 def curve_checker(keys: Path, stderr: int, *options: str) -> Iterator[tuple[subprocess.Popen[bytes], str, str]]:
-    """A ``stream-detect checker --demo`` with CURVE on two loopback ports of this file's range, its stderr
-    ``stderr``; SIGTERM on the way out, unless it ended."""
-    bound, published = f"tcp://127.0.0.1:{next(PORTS)}", f"tcp://127.0.0.1:{next(PORTS)}"
+    """A ``stream-detect checker --demo`` with CURVE on two ``ipc://`` paths beside ``keys`` (known before it starts,
+    and no port another program's socket can take first), its stderr ``stderr``; SIGTERM on the way out, unless it
+    ended."""
+    bound, published = f"ipc://{keys.parent}/in", f"ipc://{keys.parent}/out"
     with demo_checker_process(bound, published, stderr, "--curve-secret", str(keys / "checker.key_secret"),
                               "--curve-clients", str(keys / "clients"), *options) as process:
         yield process, bound, published

@@ -951,11 +951,11 @@ class LiveReader(VideoReader):
         self._unsaid = 0  # reopens since then not said
         self._unopened = ""  # why the first open failed, while no later one has succeeded
         self._cap: LiveCapture = _NOT_OPENED
+        # A number that can name no camera is a typo, refused now in the same words however the source opens (the
+        # open waits on the grab thread with ``retry_first_open``; without it OpenCV's own words were "Bad argument").
+        if isinstance(source.target, int) and source.target > CAMERA_NUMBER_MAX:
+            raise InputError(f"--video {source.spec}: cannot open camera (camera numbers stop at {CAMERA_NUMBER_MAX})")
         if retry_first_open:
-            # The open waits on the grab thread; a number that can name no camera is a typo, refused now.
-            if isinstance(source.target, int) and source.target > CAMERA_NUMBER_MAX:
-                raise InputError(f"--video {source.spec}: cannot open camera (camera numbers stop at "
-                                 f"{CAMERA_NUMBER_MAX})")
             self._opened = 0
         else:
             cap, why = self._first_open()

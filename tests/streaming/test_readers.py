@@ -383,7 +383,8 @@ def test_a_live_reader_left_open_does_not_abort_the_interpreters_exit(tmp_path: 
 
 def test_odd_video_values_are_named_for_what_they_are(tmp_path: Path) -> None:
     # A camera index beyond a C long raised cv2.error (a traceback); a folder or a device was "file not found".
-    with pytest.raises(InputError, match="--video cam99999999999999999999: cannot open camera"):
+    with pytest.raises(InputError, match=r"^--video cam99999999999999999999: cannot open camera "
+                                         r"\(camera numbers stop at 2147483647\)$"):
         open_reader("cam99999999999999999999", ReaderConfig())
     with pytest.raises(InputError, match=f"--video {tmp_path}: a folder, expected a video file"):
         open_reader(str(tmp_path), ReaderConfig())

@@ -238,7 +238,10 @@ class Viewer:
                     console.width = narrow
             return
         on_tty = on_a_tty(console)  # a terminal that stops being one has closed (not a pipe FORCE_COLOR draws into)
-        with Live(live_frame(render(self.state)), console=console, auto_refresh=False, transient=False) as live:
+        # The terminal's height read at each drawing, as its width is (rich's console size): a resize shows at the
+        # next one.
+        with Live(live_frame(render(self.state, height=console.height)), console=console, auto_refresh=False,
+                  transient=False) as live:
             next_draw = [0.0]
 
             drawn_second = [0]
@@ -261,7 +264,7 @@ class Viewer:
                     # output (Ctrl-S, a stopped ssh window) or a suspended job made one drawing as long as the hold,
                     # and nothing, new alerts included, was drawn for three times as long again.
                     began = time.thread_time()
-                    live.update(live_frame(render(self.state)), refresh=True)
+                    live.update(live_frame(render(self.state, height=console.height)), refresh=True)
                     self.changed, drawn_second[0] = False, second
                     work = time.thread_time() - began
                     next_draw[0] = time.monotonic() + max(1.0 / REFRESH_HZ, DRAW_GAP * work)

@@ -22,7 +22,8 @@ non-ASCII character as an escape.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
@@ -477,6 +478,54 @@ def _stream_alerts(sid: str, row: Status, state: ViewState) -> int:
     return max(row.alerts, len(_standing_alerts(sid, row, state)))
 
 
+StreamKind = Literal["live", "lost", "ended", "stale"]
+# The groups of the streams' rows, in the order they are listed, after the live streams with an alert
+# (`stream_order`); also the order the row that sums up the streams not shown counts them in (`more_streams`).
+STREAM_KINDS: tuple[StreamKind, ...] = ("live", "lost", "ended", "stale")
+
+
+def stream_kind(sid: str, row: Status, state: ViewState) -> StreamKind:
+    """How a stream stands, as its row's mark says (`_stream_mark`): stale before lost, a stopped session ended."""
+    if state.stale(sid):
+        return "stale"
+    if row.lost:
+        return "lost"
+    return "ended" if row.ended else "live"
+
+
+def stream_order(state: ViewState) -> list[str]:
+    """The streams in the order the view lists them: the live ones with an alert, the other live ones, then the lost,
+    the ended and the stale ones (`STREAM_KINDS`), by id within each group.
+
+    A terminal without room for every row keeps the first ones: those an operator acts on, not the ``(stale)`` rows
+    of a flood of ids a peer made up. By id within a group, a row moves only when its stream's standing changes, not
+    from one redraw to the next.
+    """
+    def rank(sid: str) -> tuple[int, str]:
+        row = state.streams[sid]
+        kind = stream_kind(sid, row, state)
+        if kind == "live" and _stream_alerts(sid, row, state):
+            return 0, sid
+        return 1 + STREAM_KINDS.index(kind), sid
+
+    return sorted(state.streams, key=rank)
+
+
+def more_streams(state: ViewState, hidden: Sequence[str], listed: bool) -> Text:
+    """The one row that sums up the streams a terminal has no room for, by kind: ``+ 37 more streams (2 live,
+    35 stale)``; ``streams: 41 (...), no room to list them`` where no row fits (``listed`` false)."""
+    counts = Counter(stream_kind(sid, state.streams[sid], state) for sid in hidden)
+    kinds = ", ".join(f"{counts[kind]} {kind}" for kind in STREAM_KINDS if counts[kind])
+    if listed:
+        return Text(f"+ {count_of(len(hidden), 'more stream')} ({kinds})", style="yellow")
+    return Text(f"streams: {len(hidden)} ({kinds}), no room to list them on this terminal", style="yellow")
+
+
+def _verdict_lines(state: ViewState, shown: Sequence[str]) -> list[Text]:
+    """The verdict lines of the streams ``shown``, in their order."""
+    return [line for sid in shown if (line := verdict(sid, state.streams[sid], state)) is not None]
+
+
 def _rule_caption(state: ViewState, label: str = "allowed next") -> str | None:
     """What the ``label`` column lists; the query names its rule: without row-softmax weights the binary rule orders
     the allowed steps."""
@@ -487,14 +536,15 @@ def _rule_caption(state: ViewState, label: str = "allowed next") -> str | None:
             f"{'/'.join(rules)} rule")
 
 
-def _stream_lines(state: ViewState, width: int) -> Group:
+def _stream_lines(state: ViewState, width: int, shown: Sequence[str]) -> Group:
     """The streams as lines, for a terminal too narrow for their table (its five headers folded a letter apart):
     each stream's id, step now and alerts on one line, its done and allowed next steps indented below."""
     lines: list[RenderableType] = [Text("streams", style="bold")]
     if not state.streams:
         lines.append(Text("waiting for streams...", style="dim"))
     mistaken = _mistaken(state)
-    for sid, row in sorted(state.streams.items()):
+    for sid in shown:
+        row = state.streams[sid]
         alerts = _stream_alerts(sid, row, state)
         count = count_of(alerts, "alert")
         lines.append(Hanging(Text.assemble(_text(sid + _stream_mark(sid, row, state),
@@ -515,12 +565,13 @@ def _stream_lines(state: ViewState, width: int) -> Group:
     return Group(*lines)
 
 
-def _streams_table(state: ViewState, layout: _Layout, width: int, lines: bool) -> RenderableType:
-    """The streams; ``width`` below `NARROW_WIDTH` leaves out the frame counts and rate (the wire's ``status`` and
+def _streams_table(state: ViewState, layout: _Layout, width: int, lines: bool, shown: Sequence[str]) -> RenderableType:
+    """The rows of the streams ``shown`` (`stream_order`, or its first ones where the terminal has no room for all);
+    ``width`` below `NARROW_WIDTH` leaves out the frame counts and rate (the wire's ``status`` and
     `stream-detect view --jsonl` keep them), and the names share the width by need; below `COMPACT_WIDTH` a line
     each (`_stream_lines`), and where ``lines``."""
     if lines:
-        return _stream_lines(state, width)
+        return _stream_lines(state, width, shown)
     streams = layout.table("streams")
     # room for " (ended)" only once a stream has one: an 80-column terminal has none to spare for it before
     layout.stream(streams, mark=max((len(_stream_mark(sid, row, state)) for sid, row in state.streams.items()),
@@ -533,7 +584,8 @@ def _streams_table(state: ViewState, layout: _Layout, width: int, lines: bool) -
     for col in ("fps", "frames", "dropped", "alerts") if counts else ("alerts",):
         layout.fixed(streams, col, NUMBER_WIDTH if col != "fps" else len("100.0"), right=True)
     mistaken = _mistaken(state)
-    for sid, row in sorted(state.streams.items()):
+    for sid in shown:
+        row = state.streams[sid]
         alerts = _stream_alerts(sid, row, state)
         gone = row.lost or state.stale(sid)
         numbers = [_text("-" if gone else f"{row.fps:.1f}"), _text(row.frames), _text(row.dropped)] if counts else []
@@ -840,27 +892,94 @@ def _events_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
     return events
 
 
-def render(state: ViewState, fit: bool = False, closing: bool = False) -> Group:
+@dataclass(frozen=True)
+class _Fitted:
+    """The live frame fitted to a terminal ``height`` lines high: the streams' rows get the lines that the lines on the
+    link (``links``), the health line and the outcome (``kept``) leave them, never more, so the alerts stay on screen
+    however many streams the view holds; what comes after (``rest``: the earlier verdicts, the latencies, the recent
+    key-steps) is drawn only while the screen has room, and cut at its bottom.
+
+    The rows kept are `stream_order`'s first ones, those left out summed up in one row (`more_streams`), and so are
+    their verdict lines: with the summary alone where not even one row fits. Read at each redraw, as the width is.
+    """
+
+    state: ViewState
+    layout: _Layout
+    height: int
+    links: list[RenderableType]
+    kept: list[RenderableType]
+    rest: list[RenderableType]
+
+    def _section(self, console: Console, options: ConsoleOptions, order: list[str], count: int
+                 ) -> tuple[list[list[Segment]], list[list[Segment]]]:
+        """The lines of the first ``count`` streams' rows (and the row summing up the others), and of their verdicts."""
+        shown = order[:count]
+        parts: list[RenderableType] = []
+        if count or not order:  # no stream yet: the table says it waits for them
+            parts.append(_ByWidth(lambda width, lines: _streams_table(self.state, self.layout, width, lines, shown),
+                                  self.layout))
+        if count < len(order):
+            parts.append(more_streams(self.state, order[count:], listed=count > 0))
+        return _lines_of(console, options, parts), _lines_of(console, options, _verdict_lines(self.state, shown))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
+        order = stream_order(self.state)
+        links, kept = _lines_of(console, options, self.links), _lines_of(console, options, self.kept)
+        room = self.height - 1 - len(links) - len(kept)  # less the empty line under the frame (`client.live_frame`)
+        table, verdicts = self._section(console, options, order, len(order))
+        if len(table) + len(verdicts) > room and order:
+            # Bisection on the rows kept: a row takes a line at least, under a title and a header, so ``room`` rows
+            # never fit; ``low`` is 0 or fits.
+            low, high = 0, min(len(order), max(room, 0))
+            best: tuple[list[list[Segment]], list[list[Segment]]] | None = None
+            while high - low > 1:
+                middle = (low + high) // 2
+                drawn = self._section(console, options, order, middle)
+                if len(drawn[0]) + len(drawn[1]) <= room:
+                    low, best = middle, drawn
+                else:
+                    high = middle
+            table, verdicts = best if best is not None and low else self._section(console, options, order, 0)
+        screen = [*table, *links, *verdicts, *kept]
+        for part in self.rest:  # under the cut: not drawn, only for Live to cut again
+            if len(screen) > self.height:
+                break
+            screen.extend(_lines_of(console, options, [part]))
+        for line in screen:
+            yield from line
+            yield Segment.line()
+
+
+def _lines_of(console: Console, options: ConsoleOptions, parts: Iterable[RenderableType]) -> list[list[Segment]]:
+    """The lines ``parts`` take one under the other, as a `Group` of them draws them."""
+    return [line for part in parts for line in console.render_lines(part, options, pad=False)]
+
+
+def render(state: ViewState, fit: bool = False, closing: bool = False, height: int | None = None) -> Group:
     """Draw the state: a table of streams and a verdict line per ended stream, the alert log, the steps ended sessions
     never did, the verdicts of the last ended sessions whose rows were let go, the streams' latency per stage, the
-    recent key-steps.
+    recent key-steps. The streams are listed in `stream_order`: the live ones with an alert first.
 
     The live view is cut at the terminal's bottom, so while it runs the outcome comes first: the alerts right after
-    the streams, and an 80x24 terminal still shows the mistakes. The view's last frame is printed whole and the
-    terminal keeps its bottom, so there (``closing``) the outcome comes last: the key-steps and latencies, then the
-    alerts, the steps never done and a verdict line per ended stream.
+    the streams, and an 80x24 terminal still shows the mistakes; with ``height``, the streams' rows take only the
+    lines the rest leaves them (`_Fitted`): a flood of made-up stream ids pushed the alerts below the cut. The view's
+    last frame is printed whole and the terminal keeps its bottom, so there (``closing``) the outcome comes last: the
+    key-steps and latencies, then the alerts, the steps never done and a verdict line per ended stream.
 
     Args:
         state: what to show.
         fit: size every table to its contents instead of the console's width (for output that is not a terminal:
             printed on a wide console, no name is cut).
         closing: the view's last frame, printed once as the view stops (its session over, or interrupted).
+        height: the terminal's lines, for a live frame (not with ``closing`` or ``fit``, which are printed whole):
+            the header, the health line and the alerts then stay on screen, the streams' rows that do not fit summed
+            up in one row. None: every row.
 
     Returns:
         A rich renderable (no side effects: the caller prints or refreshes it).
     """
     layout = _layout(state, fit)
-    verdicts = [line for sid, row in sorted(state.streams.items()) if (line := verdict(sid, row, state)) is not None]
+    order = stream_order(state)
     outcome: list[RenderableType] = [_ByWidth(lambda width, lines: _alerts_table(state, layout, width, lines), layout)]
     reports = _judged_reports(state)
     if reports:  # shown once a session has ended without some required step
@@ -875,13 +994,16 @@ def render(state: ViewState, fit: bool = False, closing: bool = False) -> Group:
     health: list[RenderableType] = [line] if state.health is not None and (line := _health(state.health)) else []
     if state.malformed:
         health.append(Text(f"{state.malformed} malformed messages dropped", style="yellow"))
-    streams = _ByWidth(lambda width, lines: _streams_table(state, layout, width, lines), layout)
-    verdicts = _link_lines(state) + verdicts
     # Sessions whose rows were let go: their verdicts stay with the log of what happened, after the alerts and the
     # steps never done (above them, they pushed the mistakes off an 80x24 terminal), the time their status last came
     # first.
     earlier = [Text.assemble(_text(clock_text(heard)), " ", line) for sid, (heard, row) in state.ended.items()
                if (line := verdict(sid, row, state)) is not None]
+    if height is not None and not closing and not fit:
+        return Group(_Fitted(state, layout, height, list(_link_lines(state)), [*health, *outcome],
+                             [*earlier, *context]))
+    streams = _ByWidth(lambda width, lines: _streams_table(state, layout, width, lines, order), layout)
+    verdicts = _link_lines(state) + _verdict_lines(state, order)
     if closing:
         return Group(streams, *context, *health, *outcome, *earlier, *verdicts)
     return Group(streams, *verdicts, *health, *outcome, *earlier, *context)

@@ -12,7 +12,9 @@ clock, the streams table its frame counts and rate, and both share the width amo
 words, so that ``boil_water`` is not folded into ``boil_w`` / ``ater`` (their columns then move when longer names
 arrive); below `COMPACT_WIDTH` the streams, the alert log, the latencies and the recent key-steps are lines instead
 of tables, and so is any of them whose table would fold a word of its names (long names, as CaptainCook4D's).
-``fit=True`` draws tables as wide as their contents, for output that is not a terminal.
+``fit=True`` draws tables as wide as their contents, for output that is not a terminal. A live frame fits the
+terminal's height: the header, the health line and the alerts stay on screen, the streams' rows take the lines left
+(the live streams with an alert first, `stream_order`), and those that do not fit are summed up in one row.
 
 Every name and id on screen is untrusted text (graph files, detector checkpoints, the wire): `render` shows each
 as `rich.text.Text` made `printable`, never as markup, so ``[/]`` is shown as written and an escape sequence is
@@ -926,20 +928,14 @@ class _Fitted:
         order = stream_order(self.state)
         links, kept = _lines_of(console, options, self.links), _lines_of(console, options, self.kept)
         room = self.height - 1 - len(links) - len(kept)  # less the empty line under the frame (`client.live_frame`)
-        table, verdicts = self._section(console, options, order, len(order))
-        if len(table) + len(verdicts) > room and order:
-            # Bisection on the rows kept: a row takes a line at least, under a title and a header, so ``room`` rows
-            # never fit; ``low`` is 0 or fits.
-            low, high = 0, min(len(order), max(room, 0))
-            best: tuple[list[list[Segment]], list[list[Segment]]] | None = None
-            while high - low > 1:
-                middle = (low + high) // 2
-                drawn = self._section(console, options, order, middle)
-                if len(drawn[0]) + len(drawn[1]) <= room:
-                    low, best = middle, drawn
-                else:
-                    high = middle
-            table, verdicts = best if best is not None and low else self._section(console, options, order, 0)
+        drawn: dict[int, tuple[list[list[Segment]], list[list[Segment]]]] = {}
+
+        def lines(count: int) -> int:
+            drawn[count] = self._section(console, options, order, count)
+            return len(drawn[count][0]) + len(drawn[count][1])
+
+        count = most_that_fit(len(order), room, lines)
+        table, verdicts = drawn[count] if count in drawn else self._section(console, options, order, count)
         screen = [*table, *links, *verdicts, *kept]
         for part in self.rest:  # under the cut: not drawn, only for Live to cut again
             if len(screen) > self.height:
@@ -948,6 +944,34 @@ class _Fitted:
         for line in screen:
             yield from line
             yield Segment.line()
+
+
+def most_that_fit(count: int, room: int, lines: Callable[[int], int]) -> int:
+    """The most of ``count`` rows whose drawing, ``lines(rows)`` lines high, fits in ``room`` lines; 0 where not one
+    does (or none is to fit).
+
+    Each count tried is drawn, and a redraw comes 8 times a second: all of them are tried only where they may fit (a
+    row takes a line at least, under a title and a header, so ``room`` rows never fit), then the first guesses come
+    from the lines the counts tried took (rows of a group are alike), the last by bisection, which bounds the tries
+    where rows differ.
+    """
+    taken: dict[int, int] = {}  # rows -> lines, of the counts tried
+    if count < room:
+        taken[count] = lines(count)
+        if taken[count] <= room:
+            return count
+    low, high = 0, min(count, max(room, 0))  # low is 0 or fits; high does not
+    guesses = 2
+    while high - low > 1:
+        guess = (low + high) // 2
+        if guesses and high in taken:  # along the line through the counts tried (0 rows: 0 lines, for want of one)
+            guesses -= 1
+            base = taken.get(low, 0)
+            guess = low + int((room - base) * (high - low) / max(taken[high] - base, 1))
+            guess = min(max(guess, low + 1), high - 1)
+        taken[guess] = lines(guess)
+        low, high = (guess, high) if taken[guess] <= room else (low, guess)
+    return low
 
 
 def _lines_of(console: Console, options: ConsoleOptions, parts: Iterable[RenderableType]) -> list[list[Segment]]:

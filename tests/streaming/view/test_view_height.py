@@ -1,0 +1,228 @@
+"""The live view on a terminal with more streams than lines: a flood of made-up stream ids on the checker's loopback
+socket (or a site with a dozen cameras) must not push the alert off the screen. The streams an operator acts on are
+listed first, the rows the terminal has no room for are summed up in one row, and a resize shows at the next redraw.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import pty
+import re
+import struct
+import subprocess
+import termios
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyte
+import zmq
+from rich.console import Console
+from rich.live_render import LiveRender
+
+from streaming.checker.config import CheckerConfig
+from streaming.checker.service import CheckerService
+from streaming.messages import Alert, Status
+from streaming.transport import Publisher, connect
+from streaming.view.client import live_frame
+from streaming.view.render import most_that_fit, render
+from streaming.view.state import ViewState, graph_names
+from tests.streaming.helpers import STREAM_DETECT, beat, drain_terminal, keystep, tea_graph, wait_for
+
+ALERT_LINE = "boil_water before fill_kettle"  # the demo's mistake, as the alert log's lines say it at 80 columns
+MORE = re.compile(r"^\+ (\d+) more streams \((.+)\)$")
+
+
+def status(stream_id: str, **fields: Any) -> Status:
+    """A status of a live demo stream ``stream_id`` in run ``r``, any field replaceable."""
+    values: dict[str, Any] = {
+        "stream_id": stream_id, "seq": 1, "timestamp": 1.0, "run": "r", "done": (1,), "allowed": (2,), "current": 2,
+        "alerts": 0, "frames": 100, "dropped": 0, "fps": 10.0, "gaps": 0, "ended": False, "lost": False,
+        "allowed_scores": (0.0,), "rule": "binary",
+    }
+    return Status(**(values | fields))
+
+
+def mistake(stream_id: str) -> Alert:
+    return Alert(stream_id, 7, 100.0, f"{stream_id}#1", "r", 2, "boil_water", 1, (1,), ("fill_kettle",), False, 0.9,
+                 False, 1, "fill_kettle", 1.0, "binary")
+
+
+def flooded(bogus: int) -> ViewState:
+    """A view listening since 0 s, at 100.5 s: ``bogus`` streams last heard at 1 s (stale), then ``kitchen``, live,
+    with an alert."""
+    state = ViewState(graph_names(tea_graph()))
+    state.listening_since = 0.0
+    for k in range(bogus):
+        state.apply(status(f"bogus{k:03d}"), received_at=1.0)
+    state.apply(status("kitchen", timestamp=100.0, alerts=1), received_at=100.0)
+    state.apply(mistake("kitchen"), received_at=100.0)
+    state.now = 100.5
+    return state
+
+
+def row_ids(screen: list[str]) -> list[str]:
+    """The stream of each row of the streams table drawn on ``screen`` (a row's wrapped lines leave it blank)."""
+    return [cell.split()[0] for line in screen if line.startswith("│") and (cell := line.split("│")[1]).strip()]
+
+
+def live_screen(state: ViewState, width: int, height: int) -> list[str]:
+    """What a ``width`` x ``height`` terminal shows of the live view (rich's Live cuts it at the bottom so)."""
+    console = Console(width=width, height=height, record=True, file=io.StringIO(), color_system=None)
+    console.print(LiveRender(live_frame(render(state, height=height)), vertical_overflow="ellipsis"))
+    return [line.rstrip() for line in console.export_text().splitlines()]
+
+
+def test_live_streams_with_an_alert_come_first_then_live_lost_ended_and_stale_by_id() -> None:
+    state = ViewState(graph_names(tea_graph()))
+    state.listening_since = 0.0
+    state.apply(status("c-stale"), received_at=1.0)
+    state.apply(status("b-ended", ended=True), received_at=100.0)
+    state.apply(status("a-lost", lost=True), received_at=100.0)
+    state.apply(status("z-live"), received_at=100.0)
+    state.apply(status("y-live"), received_at=100.0)
+    state.apply(status("zz-alerted", alerts=1), received_at=100.0)
+    state.apply(mistake("zz-alerted"), received_at=100.0)
+    state.now = 100.5
+    console = Console(width=140, record=True, file=io.StringIO(), color_system=None)
+    console.print(render(state))
+    rows = row_ids(console.export_text().splitlines())
+    assert rows[:6] == ["zz-alerted", "y-live", "z-live", "a-lost", "b-ended", "c-stale"]
+
+
+def test_at_80_by_24_the_alert_stays_and_the_rows_left_out_are_summed_up_in_one_row() -> None:
+    screen = live_screen(flooded(40), 80, 24)
+    assert len(screen) <= 24
+    assert "alerts" in screen and f"now kitchen {ALERT_LINE}" in screen
+    assert "  P mistake 1.00; likely forgotten fill_kettle (graph 1.00)" in screen
+    rows = row_ids(screen)
+    assert rows[0] == "kitchen"  # the live stream with the alert, before the stale ones
+    (summary,) = [match for line in screen if (match := MORE.match(line))]
+    assert int(summary[1]) == 41 - len(rows) and summary[2] == f"{40 - (len(rows) - 1)} stale"
+    # A taller terminal lists more rows; the last frame, printed whole as the view stops, lists every one.
+    taller = live_screen(flooded(40), 80, 40)
+    assert f"now kitchen {ALERT_LINE}" in taller
+    assert sum(line.startswith("│ bogus") for line in taller) > sum(line.startswith("│ bogus") for line in screen)
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    console.print(render(flooded(40), closing=True))
+    assert sum(line.startswith("│ bogus") for line in console.export_text().splitlines()) == 40
+
+
+def test_below_80_by_24_the_streams_are_one_line_and_the_alert_stays() -> None:
+    screen = live_screen(flooded(40), 80, 12)
+    assert screen[0] == "streams: 41 (1 live, 40 stale), no room to list them on this terminal"
+    assert f"now kitchen {ALERT_LINE}" in screen
+    # Below 60 columns the streams are lines, and are cut the same way.
+    narrow = live_screen(flooded(40), 50, 30)
+    assert any(MORE.match(line) for line in narrow) and "kitchen: now boil_water; 1 alert" in narrow
+    assert any(line.startswith("now kitchen boil_water") for line in narrow)
+
+
+def test_the_rows_kept_are_the_most_that_fit_found_in_a_few_drawings() -> None:
+    # A redraw comes 8 times a second and each count of rows tried is drawn: 256 streams were not to be drawn 256 times.
+    for heights in ([1] * 256, [4] * 256, [1, 3] * 128, [2] * 5 + [9] * 251, [30] + [1] * 255):
+        drawing = Drawing(heights)
+        for room in (0, 1, 10, 23, 49, 200, 2000):
+            for count in (0, 1, 7, 256):
+                drawing.tried.clear()
+                fit, tried = most_that_fit(count, room, drawing.lines), len(drawing.tried)
+                best = max((k for k in range(count + 1) if drawing.lines(k) <= room), default=0)
+                assert fit == best and tried <= 10, (heights[:3], room, count, tried)
+
+
+class Drawing:
+    """Rows ``heights`` lines high under a table's title, borders, header and caption (8 lines)."""
+
+    def __init__(self, heights: list[int]) -> None:
+        self.heights = heights
+        self.tried: list[int] = []
+
+    def lines(self, rows: int) -> int:
+        self.tried.append(rows)
+        return 8 + sum(self.heights[:rows])
+
+
+@contextmanager
+def checker_on_loopback() -> Iterator[tuple[zmq.Context, CheckerService]]:
+    """A checker on `tea_graph` bound to free TCP ports of 127.0.0.1, served by a thread for the block."""
+    ctx = zmq.Context()
+    stop = threading.Event()
+    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"), ctx)
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield ctx, service
+    finally:
+        stop.set()
+        thread.join(5)
+        ctx.destroy(linger=0)
+
+
+def set_size(fd: int, columns: int, rows: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+
+
+def test_a_flood_of_stream_ids_leaves_the_alert_on_an_80_by_24_terminal_and_a_resize_shows_more_rows() -> None:
+    master, slave = pty.openpty()
+    set_size(slave, 80, 24)
+    # The size is the terminal's own: LINES or COLUMNS in the environment would hold rich to them through a resize.
+    env = {key: value for key, value in os.environ.items() if key not in ("LINES", "COLUMNS")} | {"TERM": "xterm"}
+    terminal = pyte.Screen(80, 24)
+    fed = pyte.ByteStream(terminal)
+    with checker_on_loopback() as (ctx, service):
+        view = subprocess.Popen([*STREAM_DETECT, "view", "--connect", service.alerts_endpoint, "--demo"],
+                                stdin=slave, stdout=slave, stderr=subprocess.DEVNULL, env=env)
+        os.close(slave)
+        reader, drawn = drain_terminal(master)
+        read = [0]
+
+        def display() -> list[str]:
+            chunk = bytes(drawn[read[0]:])
+            read[0] += len(chunk)
+            fed.feed(chunk)
+            return [line.rstrip() for line in terminal.display]
+
+        detector = Publisher(connect(ctx, zmq.PUB, service.events_endpoint, wait_s=5.0))
+        seq = iter(range(1_000_000))
+        sent = [0.0]
+
+        def send() -> None:
+            """Every half second (a detector's heartbeat), a heartbeat of each made-up id and of ``kitchen``, whose
+            key-step is the demo's mistake: every stream stays live."""
+            if time.monotonic() - sent[0] < 0.5:
+                return
+            sent[0] = time.monotonic()
+            now = time.time()
+            for k in range(40):
+                detector.send(beat(f"bogus{k:02d}", next(seq), timestamp=now))
+            detector.send(keystep(history=(2,), seq=next(seq), stream_id="kitchen", timestamp=now))
+            detector.send(beat("kitchen", next(seq), history=(2,), timestamp=now))
+
+        def summed_up(screen: list[str]) -> int | None:
+            """The streams the last frame left out (None: no summary row with the alert under it)."""
+            counts = [int(match[1]) for line in screen if (match := MORE.match(line)) and match[2].endswith(" live")]
+            alerted = any(line.endswith(ALERT_LINE) and "kitchen" in line for line in screen)
+            return counts[-1] if counts and alerted else None
+
+        try:
+            assert wait_for(lambda: summed_up(display()) is not None, 60, step=send), "\n".join(display())
+            screen = display()
+            first = summed_up(screen)
+            assert first is not None and first < 41, "\n".join(screen)
+            assert row_ids(screen)[0] == "kitchen", "\n".join(screen)
+            set_size(master, 80, 40)
+            terminal.resize(40, 80)
+
+            def more_room() -> bool:
+                return (left := summed_up(display())) is not None and left < first
+
+            assert wait_for(more_room, 30, step=send), "\n".join(display())
+        finally:
+            view.terminate()
+            view.wait(30)
+            reader.join(30)
+            os.close(master)

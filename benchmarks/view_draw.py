@@ -3,9 +3,12 @@
 The view redraws 8 times a second in the thread that receives the checker's messages: a frame that takes longer
 than that leaves messages waiting. A status may list up to 2048 steps (`streaming.messages.MAX_STEPS`).
 
-    python benchmarks/view_draw.py [--widths 80,200] [--steps 20,200,2048] [--repeats 5]
+    python benchmarks/view_draw.py [--widths 80,200] [--steps 20,200,2048] [--repeats 5] [--streams 1] [--height 0]
 
-Prints one line per width and step count: the median milliseconds of a frame.
+``--streams N`` adds N-1 stale streams of one step each (a flood of made-up ids on the checker's socket) and
+``--height H`` draws the live frame fitted to a terminal H lines high, as the view does (0: the frame whole, every
+row drawn, as before the view fitted its frames). Prints one line per width and step count: the median
+milliseconds of a frame.
 """
 
 from __future__ import annotations
@@ -21,20 +24,30 @@ from graphs.common.errors import exit_on_input_error
 from graphs.common.settings_files import COUNT, Bound, bounded_option
 from streaming.messages import Status
 from streaming.view.render import render
-from streaming.view.state import ViewState
+from streaming.view.state import MAX_VIEW_STREAMS, ViewState
 
 
-def frame_ms(steps: int, width: int, repeats: int) -> float:
-    """Median milliseconds to draw the view of one stream whose status lists ``steps`` done and allowed steps."""
+def status(stream_id: str, steps: int) -> Status:
+    """A live status listing ``steps`` done and allowed steps."""
+    return Status(stream_id=stream_id, seq=1, timestamp=1.0, run="r", done=tuple(range(steps)),
+                  allowed=tuple(range(steps)), current=None, alerts=0, frames=100, dropped=0, fps=10.0, gaps=0,
+                  ended=False, lost=False, allowed_scores=(0.0,) * steps, rule="binary")
+
+
+def frame_ms(steps: int, width: int, repeats: int, streams: int = 1, height: int = 0) -> float:
+    """Median milliseconds to draw the view of one stream whose status lists ``steps`` done and allowed steps, and
+    ``streams - 1`` stale ones of one step; ``height``: fitted to a terminal that high (0: whole)."""
     state = ViewState(names={k: f"step_{k}" for k in range(steps)})
-    state.apply(Status(stream_id="cam0", seq=1, timestamp=1.0, run="r", done=tuple(range(steps)),
-                       allowed=tuple(range(steps)), current=None, alerts=0, frames=100, dropped=0, fps=10.0, gaps=0,
-                       ended=False, lost=False, allowed_scores=(0.0,) * steps, rule="binary"))
+    state.listening_since = 0.0
+    for k in range(streams - 1):
+        state.apply(status(f"flood{k:03d}", 1), received_at=0.0)
+    state.apply(status("cam0", steps), received_at=60.0)
+    state.now = 60.0
     times = []
     for _ in range(repeats):
-        console = Console(width=width, file=io.StringIO(), color_system=None)
+        console = Console(width=width, height=max(height, 1), file=io.StringIO(), color_system=None)
         started = time.perf_counter()
-        console.print(render(state))
+        console.print(render(state, height=height or None))
         times.append(1000 * (time.perf_counter() - started))
     return statistics.median(times)
 
@@ -45,10 +58,13 @@ def main() -> None:
     parser.add_argument("--widths", type=bounded_option(Bound(20, 10000), listed=True), default=[80, 200])
     parser.add_argument("--steps", type=bounded_option(Bound(1, 10**5), listed=True), default=[20, 200, 2048])
     parser.add_argument("--repeats", type=bounded_option(COUNT), default=5)
+    parser.add_argument("--streams", type=bounded_option(Bound(1, MAX_VIEW_STREAMS)), default=1)
+    parser.add_argument("--height", type=bounded_option(Bound(0, 10000)), default=0)
     args = parser.parse_args()
     for width in args.widths:
         for steps in args.steps:
-            print(f"width={width} steps={steps} frame_ms={frame_ms(steps, width, args.repeats):.1f}")
+            took = frame_ms(steps, width, args.repeats, args.streams, args.height)
+            print(f"width={width} steps={steps} frame_ms={took:.1f}")
 
 
 if __name__ == "__main__":

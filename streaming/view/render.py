@@ -937,7 +937,7 @@ class _Fitted:
         count = most_that_fit(len(order), room, lines)
         table, verdicts = drawn[count] if count in drawn else self._section(console, options, order, count)
         screen = [*table, *links, *verdicts, *kept]
-        for part in self.rest:  # under the cut: not drawn, only for Live to cut again
+        for part in self.rest:  # once past the bottom, the rest is not drawn: Live would cut it off
             if len(screen) > self.height:
                 break
             screen.extend(_lines_of(console, options, [part]))
@@ -1003,7 +1003,6 @@ def render(state: ViewState, fit: bool = False, closing: bool = False, height: i
         A rich renderable (no side effects: the caller prints or refreshes it).
     """
     layout = _layout(state, fit)
-    order = stream_order(state)
     outcome: list[RenderableType] = [_ByWidth(lambda width, lines: _alerts_table(state, layout, width, lines), layout)]
     reports = _judged_reports(state)
     if reports:  # shown once a session has ended without some required step
@@ -1026,6 +1025,7 @@ def render(state: ViewState, fit: bool = False, closing: bool = False, height: i
     if height is not None and not closing and not fit:
         return Group(_Fitted(state, layout, height, list(_link_lines(state)), [*health, *outcome],
                              [*earlier, *context]))
+    order = stream_order(state)
     streams = _ByWidth(lambda width, lines: _streams_table(state, layout, width, lines, order), layout)
     verdicts = _link_lines(state) + _verdict_lines(state, order)
     if closing:

@@ -268,8 +268,9 @@ def _bench_live_options(p: argparse.ArgumentParser) -> None:
                    help="seeds the detectors alone (default --seed): the same folds, validation recordings and "
                         "learned graphs, other detectors (and the observed pre-conditions their recognition gives): "
                         "what a training's seed moves")
+    # tgml.bench.live.detector.LIVE_DETECTOR's epochs, named here: importing it would load torch for every tgml command
     p.add_argument("--epochs", type=epochs_option,
-                   help="detector training epochs (quick runs; default the benchmark's)")
+                   help="detector training epochs (quick runs; default the benchmark's 40)")
     p.add_argument("--recipes", help="comma-separated subset of the recipes (each fold then chooses its settings on "
                                      "these recipes' validation recordings only: not the full run's choices)")
     p.add_argument("--checker", choices=(*CHECKERS, CHOSEN), default=DEFAULT_CHECKER,

@@ -477,3 +477,13 @@ def test_train_learns_the_one_scenario_of_a_file_without_being_told_and_asks_whi
     two = write(tmp_path / "two.json", both)
     err = cli_error(main, ["train", "--annotations", str(two), "--out", str(tmp_path / "x.json"), "--quiet"], capsys)
     assert err == f"error: {two}: holds several scenarios (coffee, tea); choose one with --scenario"
+
+
+def test_bench_live_help_names_the_default_epochs(capsys: pytest.CaptureFixture[str]) -> None:
+    # The help said "default the benchmark's" without the number, which docs/live-benchmark.md had to give.
+    from tgml.bench.live.detector import LIVE_DETECTOR
+
+    with pytest.raises(SystemExit):
+        main(["bench-live", "--help"])
+    page = " ".join(capsys.readouterr().out.split())
+    assert f"detector training epochs (quick runs; default the benchmark's {LIVE_DETECTOR.epochs})" in page

@@ -399,8 +399,8 @@ def shown_to_the_end(viewer: Viewer, thread: DetectorThread) -> Callable[[], boo
 
     Returns:
         A predicate: true once the detector has finished and the checker reported the stream ended (or, when its
-        source failed, which ends no session, reported its last frame count). If that report has not come
-        `END_TIMEOUT_S` after the detector finished, it raises `RunError`: the checker's last alerts may be
+        source failed, which ends no session, reported the frame count of its last heartbeat sent). If that report has
+        not come `END_TIMEOUT_S` after the detector finished, it raises `RunError`: the checker's last alerts may be
         missing, and the run must not end as a success. What the detector raised is raised here.
     """
     stream_id = thread.stream_id
@@ -411,7 +411,10 @@ def shown_to_the_end(viewer: Viewer, thread: DetectorThread) -> Callable[[], boo
             return False
         row = viewer.state.streams.get(stream_id)
         stats = thread.result()
-        if row is not None and (row.ended or (stats is not None and bool(stats.error) and row.frames >= stats.frames)):
+        # A failed source's stream is done once the checker reports the frames its last heartbeat counted: one that
+        # went quiet before the failure (a camera retried in vain) sends no last heartbeat, so never its later frames.
+        failed_heard = stats is not None and bool(stats.error) and row is not None and row.frames >= stats.reported
+        if row is not None and (row.ended or failed_heard):
             return True
         if not finished_at:
             finished_at.append(time.monotonic())

@@ -1125,7 +1125,11 @@ class LiveReader(VideoReader):
                 and not self._stop.is_set()
             ):
                 self._lock.wait(0.1)
-            if self._latest_id == self._taken_id:  # ended or stopped (an untaken older frame is still delivered)
+            # Ended or stopped: an untaken older frame is still delivered, unless the source was given up after it
+            # stalled. That frame came before the stall and its reopen attempts, seconds ago, and delivered now it
+            # showed a stream its checker had marked lost live again, with a picture of before the loss.
+            given_up = bool(self.error) and self.clock() - self._latest_at >= self.config.stall_timeout_s
+            if self._latest_id == self._taken_id or (self._ended and given_up):
                 self.dropped = self.grabbed - self.frames  # the frames grabbed since the last one taken, too
                 if self._failure is not None:
                     raise self._failure

@@ -61,6 +61,9 @@ HEARTBEAT_S: Final = 0.5  # detector heartbeat period; the checker's periodic st
 # A checker, or one stream on it, unheard this long is not answering: the checker re-sends every stream's status each
 # HEARTBEAT_S, so four periods of silence are no lost message (the view and the dashboard say so).
 SILENT_S: Final = 4 * HEARTBEAT_S
+# The shortest --stream-timeout a checker takes: one lost heartbeat must not mark a live stream lost. A detector's
+# stream silent this long may be marked lost already, so its last heartbeat, if not `ended`, would bring it back.
+MIN_STREAM_TIMEOUT_S: Final = 2 * HEARTBEAT_S
 
 
 def gone_silent(since: float, now: float) -> bool:

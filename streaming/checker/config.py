@@ -12,6 +12,7 @@ from streaming.transport import (
     DEFAULT_ALERTS_ENDPOINT,
     DEFAULT_EVENTS_ENDPOINT,
     HEARTBEAT_S,
+    MIN_STREAM_TIMEOUT_S,
     check_endpoint,
     check_exposure,
     same_endpoint,
@@ -61,7 +62,7 @@ class CheckerConfig:
                              "detectors and viewers need one each")
         for endpoint, option in ((self.bind_events, "--bind"), (self.bind_alerts, "--publish")):
             check_exposure(endpoint, option, self.curve is not None, self.insecure)
-        lowest = 2 * HEARTBEAT_S  # one lost heartbeat must not mark a live stream lost
+        lowest = MIN_STREAM_TIMEOUT_S
         if not lowest <= self.stream_timeout_s <= MAX_STREAM_TIMEOUT_S:  # also refuses NaN
             raise InputError(f"--stream-timeout {self.stream_timeout_s}: must be {lowest:g}..{MAX_STREAM_TIMEOUT_S:g}"
                              f" seconds (at least two heartbeat periods)")

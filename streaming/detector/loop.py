@@ -439,7 +439,9 @@ class FrameLoop:
     def _end(self, stream: DetectorStream, flush: bool = True, stopped: bool = False, failed: bool = False) -> None:
         """A stream's source ended (or the run stops: ``stopped``; or it failed: ``failed``): flush it, send its last
         heartbeat and schedule the repeats (the caller then tells `run`'s ``ended``: `_tell`)."""
-        if flush:
+        # A source that failed after its stream went quiet (a camera retried in vain) ends unheard: the step under way
+        # when it stopped delivering, flushed, went out after a heartbeat that showed the lost stream live again.
+        if flush and not (stream.source_failed and stream.quiet):
             stream.flush()
         stream.stopped = stopped
         stream.failed = failed

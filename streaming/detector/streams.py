@@ -23,6 +23,7 @@ from streaming.detector.loading import evidence_reporter, live_segmenter_config
 from streaming.detector.publisher import EventPublisher
 from streaming.readers import Frame, VideoReader
 from streaming.stage_latency import DETECTOR_STAGES, StageWindow
+from streaming.transport import MIN_STREAM_TIMEOUT_S
 
 if TYPE_CHECKING:
     from streaming.detector.batching import BatchedExtractor
@@ -44,6 +45,9 @@ class DetectorStats:
     events: int = 0
     seconds: float = 0.0
     error: str = ""
+    # The frames counted by the last heartbeat sent: all a checker can know of. A stream that went quiet before its
+    # source failed sends no last heartbeat (`DetectorStream.quiet`), so the checker never hears of the frames after.
+    reported: int = 0
 
     @property
     def fps(self) -> float:
@@ -123,6 +127,20 @@ class DetectorStream:
         """The stream's first heartbeat: the checker knows it from now on."""
         self._t0 = self._last_beat = self.clock()
         self.events.heartbeat(None, 0, 0, 0.0)
+        self.stats.reported = 0
+
+    @property
+    def quiet(self) -> bool:
+        """The stream is no longer heard as live: its source gave no frame, or it sent no heartbeat for
+        `MIN_STREAM_TIMEOUT_S` (a camera or stream retried after it stopped delivering), so a checker may have marked
+        it lost. Anything it sends then (a heartbeat that does not say ``ended``, the step under way flushed with its
+        heartbeat) shows it live again for a checker's ``--stream-timeout``."""
+        return not self.reader.frames or self.clock() - self._last_beat >= MIN_STREAM_TIMEOUT_S
+
+    @property
+    def source_failed(self) -> bool:
+        """Its source failed (damaged, lost after its reopen attempts, never opened)."""
+        return bool(self.stats.error or self.reader.error)
 
     def took(self, frame: Frame) -> None:
         """The model loop took the frame: its ``decode`` stage ends (from its arrival at the reader)."""
@@ -179,6 +197,7 @@ class DetectorStream:
         active = self.segmenter.active
         self.events.heartbeat(active[0] if active else None, self.stats.frames, self.reader.dropped, self._fps,
                               latency=self._latency())
+        self.stats.reported = self.stats.frames
 
     def _latency(self) -> dict[str, float]:
         """The stages' milliseconds since the last heartbeat, the last measured ones where a stage has none since:
@@ -210,17 +229,21 @@ class DetectorStream:
         stream, not the session: these heartbeats then do not say ``ended``, so the checker makes no end report
         naming the steps after the failure never done, and a viewer gives the session no verdict (the checker marks
         the stream lost after its ``--stream-timeout``).
+
+        Those heartbeats are sent only while the stream is still heard as live (not `quiet`): a source that never gave
+        a frame (a camera dead from the start), or a camera or stream lost mid-run and given up after its reopen
+        attempts, has been silent meanwhile and is told by that silence, which the checker marks lost; a heartbeat
+        then, not ``ended``, brought it back as live for a ``--stream-timeout``. So are the repeats, and the heartbeats
+        sent again to a checker back later: to it they would be a new live stream.
         """
-        if self.reader.error and not self.reader.frames:
-            # A source that never gave a frame (a camera dead from the start) has nothing to tell, and is told as a
-            # camera lost mid-run is while its reader retries it: by silence, which the checker marks lost after its
-            # --stream-timeout. A heartbeat now, not ``ended``, brought it back as live for that long.
+        ended = not self.stats.error and not self.failed
+        if not ended and self.quiet:
             return
         # The session's rate, not the last second's: what the view leaves on an ended row is read as the run's
         # (the window's jitter showed 5.5 fps at the end of a 5 fps stream).
-        ended = not self.stats.error and not self.failed
         self.events.heartbeat(None, self.stats.frames, self.stats.dropped, self.stats.fps or self._fps,
                               ended=ended, latency=self._latency(), stopped=ended and self.stopped)
+        self.stats.reported = self.stats.frames
 
     def _publish(self, events: list[SegmentEvent | OnsetEvent]) -> None:
         for seg in events:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import multiprocessing
 import os
 import re
@@ -31,7 +32,7 @@ from streaming.transport import Publisher, bind, connect
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
-from tests.streaming.helpers import status_heard, wait_for
+from tests.streaming.helpers import StalledStream, status_heard, wait_for
 
 
 def test_a_checker_that_never_answers_is_named_in_one_plain_line(ctx: zmq.Context) -> None:
@@ -154,6 +155,25 @@ def test_a_view_that_fails_mid_run_cuts_its_session_short_not_stopped_by_the_use
         listener.join(5.0)
     assert [status for status in heard if status.frames > 0], heard
     assert not [status for status in heard if status.ended or status.stopped], heard[-1]
+
+
+def test_a_camera_lost_mid_run_ends_lost_never_live_again(tmp_path: Path) -> None:
+    # A network camera that gave frames, then hung: the checker marked it lost, then, once its reopen attempts were
+    # spent, the detector delivered the frame that came before the stall (seconds old) and sent its last heartbeat,
+    # not `ended`: both showed the lost stream live again, to the view and to every dashboard.
+    graph, detector = default_demo_paths()
+    lossy = ReaderConfig(stall_timeout_s=2.0, reopen_attempts=1, reopen_backoff_s=0.1, reopen_backoff_max_s=0.1)
+    out = io.StringIO()
+    with StalledStream(frames=5) as camera:
+        source = StreamSource(camera.url, str(graph), str(detector), reader=lossy)
+        checker = CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0", stream_timeout_s=1.0)
+        with pytest.raises(InputError) as failed:
+            run_all(RunConfig(source, checker=checker, jsonl=True), out=out)
+    assert str(failed.value).endswith("reopen attempts failed"), failed.value
+    statuses = [json.loads(line) for line in out.getvalue().splitlines()]
+    states = [("ended" if s["ended"] else "lost" if s["lost"] else "live") for s in statuses if s["kind"] == "status"]
+    assert states and states[-1] == "lost", states
+    assert "live" not in states[states.index("lost"):], states
 
 
 @pytest.mark.usefixtures("_demo_videos_in_a_temporary_cache")

@@ -15,6 +15,8 @@ import pytest
 import zmq
 
 from graphs.common.errors import InputError, RunError
+from streaming.checker.config import CheckerConfig
+from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
 from streaming.detector import (
     DetectorConfig,
@@ -33,14 +35,18 @@ from streaming.detector import (
 from streaming.detector.sinks import JsonLinesSink
 from streaming.detector.streams import DetectorStats, FrameObserver
 from streaming.extractors import FeatureExtractor
+from streaming.messages import Heartbeat
 from streaming.readers import Frame, LiveReader, ReaderConfig, Source, VideoReader, open_reader
 from streaming.transport import Publisher, bind
+from streaming.view.client import Viewer
+from streaming.view.state import ViewState
 from tests.streaming.helpers import (
     STREAM_DETECT,
     KeptMessages,
     StalledStream,
     running_checker,
     silent_server,
+    tea_graph,
     wait_for,
     write_noise_video,
 )
@@ -164,6 +170,60 @@ def test_a_source_dead_from_the_start_holds_back_no_other(tmp_path: Path) -> Non
     # Its one heartbeat is the start's: a last one, not ended, would bring the lost stream back as live.
     assert [type(m).__name__ for m in kept["dead"].messages] == ["Heartbeat"]
     assert not any(line.startswith("checker: dead back") for line in log), log
+
+
+def test_a_stream_lost_mid_run_stays_lost_at_the_checker(tmp_path: Path) -> None:
+    # A camera that gave frames, then stalled: the checker marked it lost, then its detector gave it up after its
+    # reopen attempts and sent its last heartbeat, not `ended`, which showed it live again for a --stream-timeout.
+    parts = load_parts(StreamSource("demo", str(GRAPH_FILE), str(DETECTOR)))
+    lossy = ReaderConfig(stall_timeout_s=2.0, reopen_attempts=1, reopen_backoff_s=0.1, reopen_backoff_max_s=0.1)
+    ctx = zmq.Context()
+    log: list[str] = []
+    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0",
+                                                        stream_timeout_s=1.0), ctx,
+                             log=lambda line, *_args, **_fields: log.append(line))
+    stop = threading.Event()
+    checker = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    checker.start()
+    viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
+    kept: dict[str, KeptMessages] = {}
+    states: list[str] = []  # the stream's state in each status the checker published, as a viewer saw it
+
+    def pump() -> None:
+        viewer.pump(20)
+        row = viewer.state.streams.get("cam")
+        if row is not None:
+            state = "ended" if row.ended else "lost" if row.lost else "live"
+            if not states or states[-1] != state:
+                states.append(state)
+
+    outcome: list[list[DetectorStats]] = []
+    try:
+        with StalledStream(frames=5) as camera:
+            sources = (StreamSource(camera.url, str(GRAPH_FILE), str(DETECTOR), reader=lossy),)
+            config = PipelineConfig(sources, DetectorConfig(connect=service.events_endpoint), ("cam",))
+            pipeline = build_pipeline(config, parts=parts, sinks=[lambda sid: kept.setdefault(sid, KeptMessages())],
+                                      ctx=ctx, warn=lambda _line: None)
+            with pipeline:
+                run = threading.Thread(target=lambda: outcome.append(pipeline.run(threading.Event())))
+                run.start()
+                assert wait_for(lambda: not run.is_alive(), 60.0, pump)
+        # Long enough for the checker to have heard whatever the detector sent last, and to mark the stream lost.
+        assert wait_for(lambda: "lost" in states and "cam" in service.core.streams
+                        and service.core.streams["cam"].lost
+                        and time.monotonic() - service.core.streams["cam"].last_heard > 2.0, 10.0, pump)
+    finally:
+        viewer.close()
+        stop.set()
+        checker.join(5)
+        ctx.destroy(linger=0)
+    [(stats,)] = outcome
+    assert "reopen attempts failed" in stats.error and stats.frames >= 1, stats
+    assert states == ["live", "lost"], states
+    assert not any(line.startswith("checker: cam back") for line in log), log
+    # What it sent after the stall: nothing. Every heartbeat counts frames it had delivered before it stalled.
+    beats = [m for m in kept["cam"].messages if isinstance(m, Heartbeat)]
+    assert not any(m.ended for m in beats) and beats[-1].frames <= stats.frames
 
 
 def test_a_dead_source_alone_or_beside_a_missing_file_is_refused_at_once(tmp_path: Path) -> None:

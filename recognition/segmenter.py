@@ -178,6 +178,23 @@ class SegmenterConfig:
         """Duration in whole frames (at least one)."""
         return max(1, round(seconds * self.fps))
 
+    def shortest_step(self, class_step_ids: Sequence[int | None] | None = None) -> int:
+        """The frames of the shortest step the segmenter can confirm: a clean short run (``min_run``, at least one
+        frame: a recording of that many frames of one step is confirmed at its end); with ``class_min_duration`` and
+        ``class_step_ids``, the shortest length of a step class (background classes, step id None, are no steps).
+        A recording shorter than this cannot hold a recognised step, whatever the detector.
+
+        Args:
+            class_step_ids: step id per detector class, None marking background; None: labels, any of which may be
+                beyond ``class_min_duration`` and so a clean short step.
+        """
+        short = self.frames(self.min_run) if self.min_run > 0 else 1
+        if self.class_min_duration is None or class_step_ids is None:
+            return short
+        lengths = [self.frames(d) for d, step in zip(self.class_min_duration, class_step_ids, strict=False)
+                   if step is not None]
+        return min(lengths, default=short)
+
 
 @dataclass(frozen=True)
 class SegmenterOverrides:

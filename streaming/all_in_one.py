@@ -146,7 +146,11 @@ def run_all(config: RunConfig, out: TextIO | None = None, console: Console | Non
             overlay if overlay is not None else contextlib.nullcontext(),
         ):
             alive = checker_alive(checker)
-            await_subscription(viewer, pipeline.streams[0].events, alive=alive)
+            # The view's verdict on a recording too short for any step says so, not that the detector may be wrong:
+            # its detector is in this process, the segmenter with it.
+            stream = pipeline.streams[0]
+            state.shortest_step = stream.segmenter.config.shortest_step(stream.checkpoint.class_step_ids)
+            await_subscription(viewer, stream.events, alive=alive)
             thread = DetectorThread(pipeline)
             view_console = None if config.jsonl else (console or Console())
             try:

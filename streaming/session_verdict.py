@@ -144,20 +144,37 @@ def nothing_recognised(recognised: int, counted: int) -> bool:
     return recognised == 0 and counted == 0
 
 
-def no_verdict_text(frames: int, stopped: bool = False) -> str:
+def no_verdict_text(frames: int, stopped: bool = False, shortest: int | None = None) -> str:
     """What is said of a session that recognised nothing (`nothing_recognised`), in the view, eval and the
     dashboard; of one ``stopped`` by the person, that its frames ended at the stop: a real recording stopped before
-    its first step is confirmed (seconds at one vector a second) says nothing of the detector."""
+    its first step is confirmed (seconds at one vector a second) says nothing of the detector.
+
+    Args:
+        frames: the frames the session read.
+        stopped: the person stopped the session.
+        shortest: the frames of the shortest step its segmenter can confirm (`SegmenterConfig.shortest_step`), where
+            they are known (eval, the one-command run's view); None: not known (they are not on the wire). Fewer
+            frames than that say nothing of the detector either, and the line says so instead of asking about it;
+            not known, the question is asked only of a recording long enough for a step.
+    """
+    read = f"the {count_of(frames, 'frame')} before the stop" if stopped else count_of(frames, "frame")
+    if shortest is not None and frames < shortest:
+        what = "they are fewer" if stopped else "the recording is shorter"
+        return (f"no key-step recognised in {read}, so no verdict ({what} than the shortest step the segmenter can "
+                f"confirm, {count_of(shortest, 'frame')})")
     if stopped:
-        return (f"no key-step recognised in the {count_of(frames, 'frame')} before the stop, so no verdict (if a step "
-                "was done in them: is the detector trained for this procedure and this view?)")
-    return (f"no key-step recognised in {count_of(frames, 'frame')}, so no verdict (is the detector trained for "
-            "this procedure and this view?)")
+        return (f"no key-step recognised in {read}, so no verdict (if a step was done in them: is the detector "
+                "trained for this procedure and this view?)")
+    if shortest is None:
+        return (f"no key-step recognised in {read}, so no verdict (if the recording was long enough for a step: is "
+                "the detector trained for this procedure and this view?)")
+    return (f"no key-step recognised in {read}, so no verdict (is the detector trained for this procedure and this "
+            "view?)")
 
 
 def ended_text(
     verdict: SessionVerdict, name: Callable[[int], str], recognised: int, steps: int, frames: int, counted: int = 0,
-    stopped: bool = False,
+    stopped: bool = False, shortest: int | None = None,
 ) -> tuple[str, EndTone]:
     """What a stream's end says, after ``cam0 ended:``: the live view's line and ``eval --json``'s ``verdict``.
 
@@ -174,12 +191,13 @@ def ended_text(
         frames: the frames the session read.
         counted: the mistakes the checker counted (`verdict_text`).
         stopped: the person stopped the session (`verdict_text`).
+        shortest: the frames of the shortest step the segmenter can confirm, where known (`no_verdict_text`).
 
     Returns:
         The line and its tone.
     """
     if nothing_recognised(recognised, max(counted, len(verdict.mistakes))):
-        return no_verdict_text(frames, stopped), "no verdict"
+        return no_verdict_text(frames, stopped, shortest), "no verdict"
     line = verdict_text(verdict, name, counted=counted, stopped=stopped)
     if line not in (CORRECT, STOPPED_CORRECT):
         return line, "mistaken"

@@ -636,7 +636,8 @@ def record_video(video: EvalVideo, chain: LoadedChain, config: EvalConfig, on_fr
     return DetectorRecord(video.name, stats.frames, tuple(link.sent))
 
 
-def check_record(record: DetectorRecord, video: EvalVideo, graph: TaskGraph, checking: CheckerSettings) -> VideoRun:
+def check_record(record: DetectorRecord, video: EvalVideo, graph: TaskGraph, checking: CheckerSettings,
+                 shortest: int | None = None) -> VideoRun:
     """What the checker says about a video: the detector's recorded messages served to a fresh checker, each at its
     video time, and its answers collected.
 
@@ -645,6 +646,8 @@ def check_record(record: DetectorRecord, video: EvalVideo, graph: TaskGraph, che
         video: the video and its annotations.
         graph: the task graph.
         checking: the checker's settings.
+        shortest: the frames of the shortest step the segmenter can confirm (`SegmenterConfig.shortest_step`), for
+            the verdict of a video too short for any step; None: not known.
 
     Returns:
         The `VideoRun` that `streaming.offline.eval_scores` scores.
@@ -682,7 +685,7 @@ def check_record(record: DetectorRecord, video: EvalVideo, graph: TaskGraph, che
     done, frames, counted = ((len(status.done), status.frames, status.alerts) if status is not None
                              else (len({s.step for s in ordered}), record.frames, 0))
     verdict, _ = ended_text(session, lambda step: node_name(graph, step), recognised=done, steps=len(graph.step_ids),
-                            frames=frames, counted=counted)
+                            frames=frames, counted=counted, shortest=shortest)
     return VideoRun(video.name, video.annotated, recognised, tuple(alerts.values()), record.frames,
                     tuple(s.confidence for s in ordered), checks, session.never_done, verdict, video.never_done)
 
@@ -933,7 +936,8 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
                 _store(path, record, warn)
             else:
                 cached += 1
-            runs.append(check_record(record, video, chain.graph, config.checking))
+            runs.append(check_record(record, video, chain.graph, config.checking,
+                                     chain.segmenter.shortest_step(chain.checkpoint.class_step_ids)))
             bars.advance(task)
     settings = {
         "graph": config.graph,

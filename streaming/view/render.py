@@ -288,7 +288,8 @@ def verdict(stream_id: str, row: Status, state: ViewState) -> Text | None:
     ended = "stopped" if stopped else "ended"  # a session the person cut short is judged so far only
     # The status counts the alerts this view missed (it joined late, or its log dropped them).
     line, tone = ended_text(_session(stream_id, row, state), state.name, recognised=len(row.done),
-                            steps=len(state.names), frames=row.frames, counted=row.alerts, stopped=stopped)
+                            steps=len(state.names), frames=row.frames, counted=row.alerts, stopped=stopped,
+                            shortest=state.shortest_step)
     return _text(f"{stream_id} {ended}: {line}", END_STYLES[tone])
 
 

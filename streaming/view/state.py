@@ -66,6 +66,10 @@ class ViewState:
     # (stream, run) of the sessions whose detector was stopped (their status said ``stopped``), the oldest first: their
     # reports are told apart from those of sessions that ended after the stream's row went to a new run, or went.
     stopped_runs: dict[tuple[str, str], None] = field(default_factory=dict)
+    # The frames of the shortest step the segmenter of the detector this view runs can confirm (`stream-detect run`:
+    # one process), for the verdict of a session too short for any step; None: not known (a view apart from its
+    # detector: the segmenter's settings are not on the wire).
+    shortest_step: int | None = None
     # Whether the checker still speaks (it sends every HEARTBEAT_S), wall times: a view on a checker that died, or
     # that restarted and forgot a stream whose detector had gone, showed the last status as live for ever.
     endpoint: str = ""  # the checker's output, as the view was told it

@@ -448,3 +448,23 @@ def test_label_input_is_segmented_as_frame_by_frame() -> None:
     fast, slow = segment_outputs(onehot, config, [None, 1, 2, 3]), segment_outputs(almost, config, [None, 1, 2, 3])
     assert [(e.step, e.start_frame, e.end_frame) for e in fast] == [(e.step, e.start_frame, e.end_frame) for e in slow]
     assert len(fast) > 20
+
+
+@pytest.mark.parametrize("config", [
+    SegmenterConfig(fps=5), SegmenterConfig(fps=30), SegmenterConfig(fps=30, min_run=0),
+    SegmenterConfig(fps=30, class_min_duration=(0.5, 1.0, 0.3)),
+], ids=["5fps", "30fps", "no-min-run", "per-class"])
+def test_the_shortest_step_is_the_shortest_recording_the_segmenter_confirms_a_step_in(config: SegmenterConfig) -> None:
+    # The verdict of a recording that recognised nothing says it was too short for any step when it was: the number
+    # it gives must be the segmenter's own, one frame fewer confirming nothing, whichever step.
+    ids = [None, 1, 2]
+
+    def confirms(cls: int, frames: int) -> bool:
+        seg = OnlineSegmenter(config, ids)
+        probs = np.eye(len(ids), dtype=np.float32)[cls]
+        events = [e for _ in range(frames) for e in seg.update(probs)]
+        return bool(events + seg.flush())
+
+    shortest = config.shortest_step(ids)
+    assert any(confirms(cls, shortest) for cls in (1, 2))
+    assert not any(confirms(cls, shortest - 1) for cls in (1, 2) if shortest > 1)

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ from streaming.transport import Publisher, bind, connect
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 from tests.hostile_text import HOSTILE_NAMES, assert_shown_safely
-from tests.streaming.helpers import StalledStream, status_heard, wait_for
+from tests.streaming.helpers import STREAM_DETECT, StalledStream, status_heard, wait_for, write_noise_video
 
 
 def test_a_checker_that_never_answers_is_named_in_one_plain_line(ctx: zmq.Context) -> None:
@@ -155,6 +156,19 @@ def test_a_view_that_fails_mid_run_cuts_its_session_short_not_stopped_by_the_use
         listener.join(5.0)
     assert [status for status in heard if status.frames > 0], heard
     assert not [status for status in heard if status.ended or status.stopped], heard[-1]
+
+
+def test_a_recording_too_short_for_any_step_is_said_so_not_blamed_on_the_detector(tmp_path: Path) -> None:
+    # A fifth of a second (one frame at the demo detector's 5 fps) ended "no key-step recognised in 1 frame, so no
+    # verdict (is the detector trained for this procedure and this view?)", while its segmenter confirms no step under
+    # 2 frames: the run's detector, in this process, knows that much.
+    video = write_noise_video(tmp_path / "short.mp4", frames=6)  # 30 fps
+    graph, detector = default_demo_paths()
+    run = subprocess.run([*STREAM_DETECT, "--video", str(video), "--graph", str(graph), "--detector", str(detector)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert ("cam0 ended: no key-step recognised in 1 frame, so no verdict (the recording is shorter than the shortest "
+            "step the segmenter can confirm, 2 frames)") in " ".join(run.stdout.split()), run.stdout[-800:]
 
 
 def test_a_camera_lost_mid_run_ends_lost_never_live_again(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ from streaming.offline.eval_scores import (
 from streaming.overlay import ALERT_SHOW_S, band_height
 from streaming.stream_detect_cli import main as stream_detect
 from tests.cli_errors import cli_error
-from tests.streaming.helpers import STREAM_DETECT, tea_graph
+from tests.streaming.helpers import STREAM_DETECT, tea_graph, write_noise_video
 
 # A made-up run of the tea procedure: get_cup, boil_water (before fill_kettle: a mistake under the graph), fill_kettle,
 # add_teabag (marked has_errors by the annotator), pour_water, add_milk.
@@ -450,6 +450,29 @@ def demo_folder(folder: Path, videos: dict[str, str]) -> tuple[Path, Path]:
     labels = folder / "labels.json"
     labels.write_text(json.dumps({"taxonomy": taxonomy, "annotations": annotations}))
     return folder / "videos", labels
+
+
+@pytest.mark.usefixtures("demo_cache")
+def test_a_video_too_short_for_any_step_is_said_so_not_blamed_on_the_detector(tmp_path: Path) -> None:
+    # A fifth of a second, one frame at the demo detector's 5 fps, read "no key-step recognised in 1 frame, so no
+    # verdict (is the detector trained for this procedure and this view?)": its segmenter confirms no step under
+    # 2 frames (min_run 0.3 s), so no detector could have recognised one in it.
+    (tmp_path / "videos").mkdir()
+    write_noise_video(tmp_path / "videos" / "short.mp4", frames=6)  # 30 fps
+    first = STEP_IDS[0]
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({
+        "taxonomy": {SCENARIO: {str(s): {"id": s, "name": name_of(s)} for s in STEP_IDS}},
+        "annotations": {"short": {"scenario": SCENARIO, "recording_id": "short", "segments": [
+            {"step_id": first, "start_time": 0.0, "end_time": 0.2, "has_errors": False, "step_name": name_of(first)}]}},
+    }))
+    graph, detector = default_demo_paths()
+    out = tmp_path / "eval.json"
+    assert stream_detect(["eval", "--videos", str(tmp_path / "videos"), "--annotations", str(labels), "--graph",
+                          str(graph), "--detector", str(detector), "--json", str(out), "--quiet"]) == 0
+    (video,) = json.loads(out.read_text())["videos"]
+    assert video["verdict"] == ("no key-step recognised in 1 frame, so no verdict (the recording is shorter than the "
+                                "shortest step the segmenter can confirm, 2 frames)")
 
 
 def test_an_unreadable_video_is_refused_before_any_video_runs(

@@ -622,6 +622,17 @@ def test_a_session_in_which_nothing_was_recognised_gets_no_verdict_not_correct()
     assert "never done (session ended)" in text and "add_milk" in text and "cam0 ended: no key-step" in text
 
 
+def test_a_view_apart_from_its_detector_blames_no_detector_for_a_session_it_cannot_size() -> None:
+    # The segmenter's shortest step is not on the wire: a view (or a dashboard) apart from its detector asked "is the
+    # detector trained for this procedure and this view?" of a 1-frame session no detector could have recognised a
+    # step in. It asks only of a recording long enough for a step.
+    state = ViewState(names={1: "fill_kettle"})
+    state.apply(status(done=(), alerts=0, ended=True, frames=1))
+    shown = " ".join(draw(state, width=300).split())
+    assert ("kitchen ended: no key-step recognised in 1 frame, so no verdict (if the recording was long enough for a "
+            "step: is the detector trained for this procedure and this view?)") in shown, shown
+
+
 def test_a_correct_verdict_says_how_few_steps_were_recognised() -> None:
     # A new user's detector saw 1 step of 9 and the probabilistic checker, unsure of the rest, named none missing:
     # "correct (no mistake, nothing missing)" read as a fact.

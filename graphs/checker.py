@@ -70,15 +70,20 @@ class CheckerHistory(Generic[V]):
     """What both online checkers keep and answer alike: the steps seen (``{START}`` and every defined step observed),
     the verdicts in order (``history``), the steps done and those allowed next.
 
+    Each checker keeps its verdicts its own way (``history``, cleared by `_forget`): the binary one in a list, the
+    probabilistic one in flat columns (`graphs.probabilistic_checker.ProbableVerdicts`), as its verdicts are larger
+    and a replayed history holds thousands of them.
+
     Args:
         graph: the binary task graph to check against.
     """
+
+    history: Sequence[V]
 
     def __init__(self, graph: TaskGraph) -> None:
         self.graph = graph
         self._order = {node: i for i, node in enumerate(graph.nodes)}
         self._seen: set[Node] = {START}
-        self.history: list[V] = []
 
     @property
     def done(self) -> tuple[int, ...]:
@@ -100,7 +105,11 @@ class CheckerHistory(Generic[V]):
     def reset(self) -> None:
         """Forget everything observed: back to ``seen = {START}``."""
         self._seen = {START}
-        self.history.clear()
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop the verdicts kept (``history``)."""
+        raise NotImplementedError
 
 
 class PreconditionChecker(CheckerHistory[StepVerdict]):
@@ -123,6 +132,7 @@ class PreconditionChecker(CheckerHistory[StepVerdict]):
 
     def __init__(self, graph: TaskGraph, late_step: bool = False) -> None:
         super().__init__(graph)
+        self.history: list[StepVerdict] = []
         self.late_step = late_step
         # step -> the steps that require it, graph order (the late-step rule's question, asked per observation). Built
         # only for that rule, in one pass over the edges: the live checker makes a checker per stream session, and
@@ -132,6 +142,9 @@ class PreconditionChecker(CheckerHistory[StepVerdict]):
             for dependent in graph.step_ids:
                 for required in graph.preconditions(dependent):
                     self._dependents.setdefault(required, []).append(dependent)
+
+    def _forget(self) -> None:
+        self.history.clear()
 
     def observe(self, step: int, evidence: StepEvidence = NO_EVIDENCE) -> StepVerdict:
         """Check one key-step against what was done so far, then record it.

@@ -38,9 +38,10 @@ seen with certainty and any other as certainly not seen: the binary rule, with t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, overload
 
 import numpy as np
 
@@ -113,6 +114,116 @@ class ProbableVerdict(StepVerdict):
     merged: tuple[Node, ...] = ()
 
 
+# Bits of `ProbableVerdicts`' flags column.
+_MISTAKE: Final = 1
+_UNDEFINED: Final = 2
+
+
+class ProbableVerdicts(Sequence[ProbableVerdict]):
+    """A session's verdicts in order, kept as columns of flat arrays, not as one object per position.
+
+    A verdict object costs about 200 bytes (its instance, its ``__dict__``, a tuple or two), and a stream replaying a
+    4,096-step history held 4,096 of them: 256 such streams took 200 MiB, which Python's small-object allocator kept
+    after they were freed (its arenas go back to the system only once wholly empty, and the objects of every other
+    stream were spread through them). Here a position costs 25 bytes, plus 13 per pre-condition it checked and 4 per
+    one it merged, in a few arrays that go back whole. Reading a position builds its verdict again, equal field for
+    field to the one `append` was given.
+
+    Args:
+        nodes: the graph's nodes (what the verdicts name is kept as an index into them).
+        index: each node's index in ``nodes`` (the checker's own map, not copied: a stream's checker has one).
+    """
+
+    def __init__(self, nodes: tuple[Node, ...], index: Mapping[Node, int]) -> None:
+        self._nodes = nodes
+        self._index = index
+        self._steps = array("q")
+        self._probability = array("d")
+        self._flags = array("B")
+        # Per position, where its pre-conditions checked (and merged) end in the flat columns below.
+        self._checked_end = array("I")
+        self._merged_end = array("I")
+        self._checked = array("i")  # node index of each pre-condition checked, position after position
+        self._skip = array("d")  # its P(skipped), as the verdict's ``skip`` holds it
+        self._named = array("B")  # 1: the verdict names it missing
+        self._merged = array("i")
+        self._done: dict[int, None] = {}  # defined steps, in the order first observed
+
+    def append(self, verdict: ProbableVerdict) -> None:
+        """Keep ``verdict`` as the next position.
+
+        Raises:
+            ValueError: it is not a verdict this checker gives (it names missing a pre-condition it did not check, or
+                has ``late_for`` steps).
+        """
+        skip, missing = verdict.skip, verdict.missing
+        if verdict.late_for or (missing and tuple(node for node, _ in skip if node in missing) != missing):
+            raise ValueError(f"not a verdict of the probabilistic checker: {verdict}")
+        index = self._index
+        undefined = verdict.undefined
+        self._steps.append(verdict.step)
+        self._probability.append(verdict.probability)
+        self._flags.append((_MISTAKE if verdict.is_mistake else 0) | (_UNDEFINED if undefined else 0))
+        if skip:
+            checked, values, named = self._checked, self._skip, self._named
+            for node, value in skip:
+                checked.append(index[node])
+                values.append(value)
+                named.append(node in missing)
+        self._checked_end.append(len(self._checked))
+        if verdict.merged:
+            merged = self._merged
+            for node in verdict.merged:
+                merged.append(index[node])
+        self._merged_end.append(len(self._merged))
+        if not undefined:
+            self._done.setdefault(verdict.step, None)
+
+    def clear(self) -> None:
+        """Forget every position."""
+        for column in (self._steps, self._probability, self._flags, self._checked_end, self._merged_end,
+                       self._checked, self._skip, self._named, self._merged):
+            del column[:]
+        self._done.clear()
+
+    @property
+    def done(self) -> tuple[int, ...]:
+        """The steps of the defined verdicts, in the order first observed."""
+        return tuple(self._done)
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    @overload
+    def __getitem__(self, position: int) -> ProbableVerdict: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> list[ProbableVerdict]: ...
+
+    def __getitem__(self, position: int | slice) -> ProbableVerdict | list[ProbableVerdict]:
+        if isinstance(position, slice):
+            return [self._verdict(i) for i in range(*position.indices(len(self)))]
+        i = position + len(self) if position < 0 else position
+        if not 0 <= i < len(self):
+            raise IndexError(f"verdict {position} of {len(self)}")
+        return self._verdict(i)
+
+    def __iter__(self) -> Iterator[ProbableVerdict]:
+        return (self._verdict(i) for i in range(len(self)))
+
+    def _verdict(self, i: int) -> ProbableVerdict:
+        """The verdict at position ``i`` (in range), built from the columns."""
+        nodes = self._nodes
+        start, end = (self._checked_end[i - 1] if i else 0), self._checked_end[i]
+        checked = [nodes[k] for k in self._checked[start:end]]
+        skip = tuple(zip(checked, self._skip[start:end], strict=True))
+        missing = tuple(node for node, named in zip(checked, self._named[start:end], strict=True) if named)
+        merged = tuple(nodes[k] for k in self._merged[(self._merged_end[i - 1] if i else 0):self._merged_end[i]])
+        flags = self._flags[i]
+        return ProbableVerdict(self._steps[i], bool(flags & _MISTAKE), missing, bool(flags & _UNDEFINED),
+                               probability=self._probability[i], skip=skip, merged=merged)
+
+
 class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
     """Stateful online checker that weighs the detector's evidence (the module docstring gives the model).
 
@@ -137,6 +248,7 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         one_alert_per_omission: bool = True,
     ) -> None:
         super().__init__(graph)
+        self.history: ProbableVerdicts = ProbableVerdicts(graph.nodes, self._order)
         self.threshold = check_probability(threshold, "--alert-threshold")
         self.prior_skip = check_probability(prior_skip, "--prior-skip")
         self.one_alert_per_omission = one_alert_per_omission
@@ -181,6 +293,8 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         pending = sorted((p for p in required if p != START), key=self._order.__getitem__)
         merged = tuple(p for p in pending if p in self._reported)
         checked = [p for p in pending if p not in self._reported]
+        if not checked:  # every pre-condition named before (a replayed history's repeats): formula (2) is 0
+            return ProbableVerdict(int(step), False, (), False, probability=0.0, merged=merged)
         extra = {s for s in also_done if self.graph.preconditions(s)}
         q = np.array([self._done_evidence(p, evidence, extra) for p in checked], dtype=np.float64)
         skip = skip_probability(q, self.prior_skip)
@@ -216,6 +330,11 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         return [(s, float(p)) for s, p in zip(steps, skip, strict=True) if p >= self.threshold]
 
     @property
+    def done(self) -> tuple[int, ...]:
+        """Steps recorded as done, in the order they were first observed."""
+        return self.history.done
+
+    @property
     def reported(self) -> frozenset[Node]:
         """Pre-conditions named by an alert of this session (not checked again: one omission, one alert)."""
         return frozenset(self._reported)
@@ -224,6 +343,9 @@ class ProbabilisticChecker(CheckerHistory[ProbableVerdict]):
         """Forget everything observed, the reported pre-conditions too."""
         super().reset()
         self._reported.clear()
+
+    def _forget(self) -> None:
+        self.history.clear()
 
     @classmethod
     def replay(

@@ -13,8 +13,10 @@ words, so that ``boil_water`` is not folded into ``boil_w`` / ``ater`` (their co
 arrive); below `COMPACT_WIDTH` the streams, the alert log, the latencies and the recent key-steps are lines instead
 of tables, and so is any of them whose table would fold a word of its names (long names, as CaptainCook4D's).
 ``fit=True`` draws tables as wide as their contents, for output that is not a terminal. A live frame fits the
-terminal's height: the header, the health line and the alerts stay on screen, the streams' rows take the lines left
-(the live streams with an alert first, `stream_order`), and those that do not fit are summed up in one row.
+terminal's height: the header, the health line and the newest alerts stay on screen, the streams' rows take the
+lines left (the live streams with an alert first, `stream_order`), and those that do not fit are summed up in one row;
+short of lines, the alert log's caption goes first, then the streams' rows, then the oldest alerts and reports of
+steps never done, each log's summed up in a row at its top (`_Fitted`).
 
 Every name and id on screen is untrusted text (graph files, detector checkpoints, the wire): `render` shows each
 as `rich.text.Text` made `printable`, never as markup, so ``[/]`` is shown as written and an escape sequence is
@@ -342,8 +344,12 @@ class _Layout:
         taken = max(self.stream_width + len(ENDED_MARK), STREAM_ROOM)
         return width - taken < limit - STREAM_ROOM and not self.fit
 
-    def table(self, title: str, title_style: str = "") -> Table:
-        return Table(title=title, title_style=title_style or None, expand=not self.fit)
+    def table(self, title: str, title_style: str = "", earlier: Text | None = None) -> Table:
+        """A table titled ``title``; ``earlier``, the row that sums up the rows a live frame had no room for, on the
+        line under the title: the log is drawn the oldest first, and what came before its rows goes above them."""
+        if earlier is None:
+            return Table(title=title, title_style=title_style or None, expand=not self.fit)
+        return Table(title=Text.assemble((title, title_style), "\n", earlier), expand=not self.fit)
 
     def stream(self, table: Table, mark: int = 0) -> None:
         """The stream column, ``mark`` characters wider for the longest mark shown (`_stream_mark`)."""
@@ -697,8 +703,11 @@ def _rows_height(console: Console, options: ConsoleOptions, drawn: RenderableTyp
     return len(lines) - len(caption)
 
 
-def _alerts_table(state: ViewState, layout: _Layout, width: int, lines: bool) -> RenderableType:
-    """The alert log; ``width`` below `NARROW_WIDTH` leaves out the wall clock (the video time places the alert).
+def _alerts_table(state: ViewState, layout: _Layout, width: int, lines: bool, kept: int | None = None,
+                  caption: bool = True) -> RenderableType:
+    """The alert log, the oldest first; ``width`` below `NARROW_WIDTH` leaves out the wall clock (the video time places
+    the alert). With ``kept``, only the newest ``kept`` alerts, the earlier ones summed up in a row above them
+    (`earlier_rows`); without ``caption``, no caption.
 
     Without an alert it is one line: an empty table and the caption that explains its numbers took 14 of an 80x24
     terminal's lines.
@@ -709,9 +718,15 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
             return Text.assemble(("alerts: ", "bold"), f"none received by this view (the checker counted {counted})")
         over = bool(state.streams) and all(row.ended for row in state.streams.values())
         return Text.assemble(("alerts: ", "bold"), "no mistakes" if over else "no mistakes so far")
-    if lines:
-        return _alert_lines(state)
-    alerts = layout.table("alerts", "bold red")
+    log = list(state.alerts)
+    cut = len(log) - (len(log) if kept is None else kept)
+    hidden = [alert for _, alert in log[:cut]]
+    earlier = earlier_rows([alert.stream_id for alert in hidden], "alert",
+                           sum(state.retracted.get(alert.stream_id, {}).get(alert.alert_id) is not None
+                               for alert in hidden))
+    if lines or cut == len(log):  # an empty table's borders and header tell nothing
+        return _alert_lines(state, log[cut:], earlier, caption)
+    alerts = layout.table("alerts", "bold red", earlier)
     clock = not layout.below(width, NARROW_WIDTH)
     if clock:
         layout.fixed(alerts, "time", CLOCK_WIDTH)
@@ -724,9 +739,10 @@ def _alerts_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
     layout.fixed(alerts, PROBABILITY_HEADER, len("1.00"), right=True)
     # Two numbers on a row, of two kinds: a newcomer cannot guess which is which, so each is labelled and the caption
     # says once, under the table, what each means.
-    alerts.caption = ALERTS_CAPTION
-    alerts.caption_justify = "left"
-    for when, alert in state.alerts:
+    if caption:
+        alerts.caption = ALERTS_CAPTION
+        alerts.caption_justify = "left"
+    for when, alert in log[cut:]:
         withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
         at = [_text(clock_text(when))] if clock else []
         if withdrawn is not None:  # an early alert taken back: shown struck out, with why
@@ -746,11 +762,12 @@ def _withdrawn(retraction: Retraction) -> Text:
     return _text(f"retracted: {retraction_reason(retraction, named=False)}", "yellow")
 
 
-def _alert_lines(state: ViewState) -> Group:
+def _alert_lines(state: ViewState, shown: Iterable[tuple[float, Alert]], earlier: Text | None, caption: bool) -> Group:
     """The alert log as lines, for a terminal too narrow for its table: each alert's video time, stream, step and
-    missing pre-conditions on one line (wrapped whole), its likely forgotten step and probability indented below."""
-    lines: list[RenderableType] = [Text("alerts", style="bold red")]
-    for _, alert in state.alerts:
+    missing pre-conditions on one line (wrapped whole), its likely forgotten step and probability indented below;
+    ``shown``: the alerts drawn, ``earlier`` the row summing up those before them."""
+    lines: list[RenderableType] = [Text("alerts", style="bold red"), *([earlier] if earlier is not None else [])]
+    for _, alert in shown:
         where = Text.assemble(_video_time(alert, state), " ", _text(alert.stream_id), " ")
         withdrawn = state.retracted.get(alert.stream_id, {}).get(alert.alert_id)
         if withdrawn is not None:
@@ -764,7 +781,8 @@ def _alert_lines(state: ViewState) -> Group:
         # first (last, it was folded apart at 50 columns: "P" / "mistake 1.00").
         probability = _text(f"{PROBABILITY_HEADER} {alert.probability:.2f}")
         lines.append(Padding(Text.assemble(probability, "; likely forgotten ", _forgotten(alert)), (0, 0, 0, HANG)))
-    lines.append(Text(ALERTS_CAPTION, style="dim"))
+    if caption:
+        lines.append(Text(ALERTS_CAPTION, style="dim"))
     return Group(*lines)
 
 
@@ -857,23 +875,43 @@ def _report_stopped(report: MissingSteps, state: ViewState) -> bool:
 
 
 def _never_done_table(state: ViewState, reports: list[tuple[float, MissingSteps]], layout: _Layout, width: int,
-                      lines: bool) -> RenderableType:
-    """The steps ended sessions never did (``reports``, `_judged_reports`); below `COMPACT_WIDTH` a line each."""
-    title = _never_done_title(state, (r for _, r in reports))
+                      lines: bool, kept: int | None = None) -> RenderableType:
+    """The steps ended sessions never did (``reports``, `_judged_reports`); below `COMPACT_WIDTH` a line each. With
+    ``kept``, only the newest ``kept`` reports, the earlier ones summed up in a row under the title (`earlier_rows`).
+    """
+    title = _never_done_title(state, (r for _, r in reports))  # of them all: it does not change as rows go
     mixed = title == MIXED_NEVER_DONE
-    if lines:
-        return Group(Text(title, style="bold red"), *(
+    cut = len(reports) - (len(reports) if kept is None else kept)
+    earlier = earlier_rows([report.stream_id for _, report in reports[:cut]], "session")
+    shown = reports[cut:]
+    if lines or not shown:  # an empty table's borders and header tell nothing
+        return Group(Text(title, style="bold red"), *([earlier] if earlier is not None else []), *(
             Hanging(Text.assemble(_text(clock_text(when)), " ", _text(_never_done_stream(report, state, mixed)), ": ",
                                   _text(_never_done_names(report, state), "bold red")))
-            for when, report in reports))
-    never = layout.table(title, "bold red")
+            for when, report in shown))
+    never = layout.table(title, "bold red", earlier)
     layout.fixed(never, "time", CLOCK_WIDTH)
     layout.stream(never, len(STOPPED_MARK) if mixed else 0)
     layout.names(never, "key-steps", 1)  # the title says ended or stopped: "missing" misread a stop
-    for when, report in reports:
+    for when, report in shown:
         never.add_row(_text(clock_text(when)), _text(_never_done_stream(report, state, mixed)),
                       _text(_never_done_names(report, state), "bold red"))
     return never
+
+
+def earlier_rows(streams: Sequence[str], noun: str, retracted: int = 0) -> Text | None:
+    """The one row that sums up the earlier rows of a log a live frame has no room for, by stream, the most first:
+    ``+ 5 earlier alerts (cam0 3, cam1 2; 1 of them retracted)``, ``+ 2 earlier sessions (cam0, cam1)``; None where
+    none was left out. One line, cut with an ellipsis: a long list of ids would take the lines the newest rows were
+    left out to make room for."""
+    if not streams:
+        return None
+    counts = Counter(streams).most_common()
+    parts: list[Text | str] = [f"+ {count_of(len(streams), 'earlier ' + noun)} ("]
+    for k, (sid, count) in enumerate(counts):
+        parts += [", " if k else "", _text(sid), f" {count}" if count > 1 else ""]
+    parts.append(f"; {retracted} of them retracted)" if retracted else ")")
+    return Text.assemble(*parts, style="yellow", no_wrap=True, overflow="ellipsis")
 
 
 def _events_table(state: ViewState, layout: _Layout, width: int, lines: bool) -> RenderableType:
@@ -896,21 +934,65 @@ def _events_table(state: ViewState, layout: _Layout, width: int, lines: bool) ->
 
 
 @dataclass(frozen=True)
-class _Fitted:
-    """The live frame fitted to a terminal ``height`` lines high: the streams' rows get the lines that the lines on the
-    link (``links``), the health line and the outcome (``kept``) leave them, never more, so the alerts stay on screen
-    however many streams the view holds; what comes after (``rest``: the earlier verdicts, the latencies, the recent
-    key-steps) is drawn only while the screen has room, and cut at its bottom.
+class _Outcome:
+    """The alert log, then the steps ended sessions never did (``reports``, `_judged_reports`; shown once a session
+    has ended without some required step), as a frame draws them: whole, or as a live frame short of lines keeps them
+    (`parts`)."""
 
-    The rows kept are `stream_order`'s first ones, those left out summed up in one row (`more_streams`), and so are
-    their verdict lines: with the summary alone where not even one row fits. Read at each redraw, as the width is.
+    state: ViewState
+    layout: _Layout
+    reports: list[tuple[float, MissingSteps]]
+
+    @property
+    def rows(self) -> int:
+        """The rows of both logs."""
+        return len(self.state.alerts) + len(self.reports)
+
+    @property
+    def captioned(self) -> bool:
+        """Whether the alert log has a caption to leave out (`parts`): an empty log is one line."""
+        return bool(self.state.alerts)
+
+    def _kept(self, newest: int) -> tuple[int, int]:
+        """How many of the alerts and of the reports are among the ``newest`` rows of the two logs, by arrival."""
+        arrived = sorted([(when, 0) for when, _ in self.state.alerts] + [(when, 1) for when, _ in self.reports],
+                         key=lambda row: row[0])
+        alerts = sum(1 for _, log in arrived[len(arrived) - newest:] if log == 0) if newest > 0 else 0
+        return alerts, max(newest, 0) - alerts
+
+    def parts(self, newest: int | None = None, caption: bool = True) -> list[RenderableType]:
+        """The logs' drawings: with ``newest``, only the newest rows of the two together (a log drawn the oldest
+        first, its earlier rows summed up in a row at its top: the alert that just fired is the one an operator
+        looks for, and the last to go); without ``caption``, the alert log without its caption."""
+        alerts, reports = (None, None) if newest is None else self._kept(newest)
+        parts: list[RenderableType] = [_ByWidth(
+            lambda width, lines: _alerts_table(self.state, self.layout, width, lines, alerts, caption), self.layout)]
+        if self.reports:
+            parts.append(_ByWidth(lambda width, lines: _never_done_table(self.state, self.reports, self.layout, width,
+                                                                        lines, reports), self.layout))
+        return parts
+
+
+@dataclass(frozen=True)
+class _Fitted:
+    """The live frame fitted to a terminal ``height`` lines high, so that the alert that just fired is on screen
+    however many streams and alerts the view holds. The lines on the link (``links``) and the health line
+    (``health``) are always drawn; what is left goes first to the outcome, then to the streams' rows; what comes
+    after (``rest``: the earlier verdicts, the latencies, the recent key-steps) is drawn only while the screen has
+    room, and cut at its bottom.
+
+    Where the room is short, the first to go is the alert log's caption (what its columns mean, the same at every
+    redraw), then the streams' rows, `stream_order`'s last first, and their verdict lines, those left out summed up in
+    one row (`more_streams`: alone where not even one row fits), then the outcome's oldest rows (`_Outcome.parts`),
+    each log's summed up in one row at its top. Read at each redraw, as the width is.
     """
 
     state: ViewState
     layout: _Layout
     height: int
     links: list[RenderableType]
-    kept: list[RenderableType]
+    health: list[RenderableType]
+    outcome: _Outcome
     rest: list[RenderableType]
 
     def _section(self, console: Console, options: ConsoleOptions, order: list[str], count: int
@@ -927,17 +1009,34 @@ class _Fitted:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Segment]:
         order = stream_order(self.state)
-        links, kept = _lines_of(console, options, self.links), _lines_of(console, options, self.kept)
-        room = self.height - 1 - len(links) - len(kept)  # less the empty line under the frame (`client.live_frame`)
+        links, health = _lines_of(console, options, self.links), _lines_of(console, options, self.health)
+        room = self.height - 1 - len(links) - len(health)  # less the empty line under the frame (`client.live_frame`)
         drawn: dict[int, tuple[list[list[Segment]], list[list[Segment]]]] = {}
 
-        def lines(count: int) -> int:
-            drawn[count] = self._section(console, options, order, count)
+        def lines(count: int) -> int:  # each count drawn once, whichever search asks for it
+            if count not in drawn:
+                drawn[count] = self._section(console, options, order, count)
             return len(drawn[count][0]) + len(drawn[count][1])
 
-        count = most_that_fit(len(order), room, lines)
+        outcome = _lines_of(console, options, self.outcome.parts())
+        count = most_that_fit(len(order), room - len(outcome), lines)
+        if count < len(order) and self.outcome.captioned:
+            bare = _lines_of(console, options, self.outcome.parts(caption=False))
+            more = most_that_fit(len(order), room - len(bare), lines)
+            if more > count or lines(count) > room - len(outcome):
+                outcome, count = bare, more
+        if lines(count) > room - len(outcome):  # not even the streams' summary beside every alert: older rows go
+            tried: dict[int, list[list[Segment]]] = {}
+
+            def outcome_lines(newest: int) -> int:
+                tried[newest] = _lines_of(console, options, self.outcome.parts(newest, caption=False))
+                return len(tried[newest])
+
+            newest = most_that_fit(self.outcome.rows, room - lines(count), outcome_lines)
+            outcome = tried[newest] if newest in tried else _lines_of(console, options,
+                                                                       self.outcome.parts(newest, caption=False))
         table, verdicts = drawn[count] if count in drawn else self._section(console, options, order, count)
-        screen = [*table, *links, *verdicts, *kept]
+        screen = [*table, *links, *verdicts, *health, *outcome]
         for part in self.rest:  # once past the bottom, the rest is not drawn: Live would cut it off
             if len(screen) > self.height:
                 break
@@ -987,9 +1086,11 @@ def render(state: ViewState, fit: bool = False, closing: bool = False, height: i
 
     The live view is cut at the terminal's bottom, so while it runs the outcome comes first: the alerts right after
     the streams, and an 80x24 terminal still shows the mistakes; with ``height``, the streams' rows take only the
-    lines the rest leaves them (`_Fitted`): a flood of made-up stream ids pushed the alerts below the cut. The view's
-    last frame is printed whole and the terminal keeps its bottom, so there (``closing``) the outcome comes last: the
-    key-steps and latencies, then the alerts, the steps never done and a verdict line per ended stream.
+    lines the rest leaves them (`_Fitted`): a flood of made-up stream ids pushed the alerts below the cut; and where
+    the alerts alone are taller than the screen, their caption goes, then the oldest of them: drawn last, the alert
+    that had just fired fell below the cut. The view's last frame is printed whole and the terminal keeps its bottom,
+    so there (``closing``) the outcome comes last: the key-steps and latencies, then the alerts, the steps never done
+    and a verdict line per ended stream.
 
     Args:
         state: what to show.
@@ -997,17 +1098,15 @@ def render(state: ViewState, fit: bool = False, closing: bool = False, height: i
             printed on a wide console, no name is cut).
         closing: the view's last frame, printed once as the view stops (its session over, or interrupted).
         height: the terminal's lines, for a live frame (not with ``closing`` or ``fit``, which are printed whole):
-            the header, the health line and the alerts then stay on screen, the streams' rows that do not fit summed
-            up in one row. None: every row.
+            the header, the health line and the newest alerts then stay on screen, the streams' rows that do not fit
+            summed up in one row, and so are the oldest alerts where even those do not. None: every row.
 
     Returns:
         A rich renderable (no side effects: the caller prints or refreshes it).
     """
     layout = _layout(state, fit)
-    outcome: list[RenderableType] = [_ByWidth(lambda width, lines: _alerts_table(state, layout, width, lines), layout)]
-    reports = _judged_reports(state)
-    if reports:  # shown once a session has ended without some required step
-        outcome.append(_ByWidth(lambda width, lines: _never_done_table(state, reports, layout, width, lines), layout))
+    logs = _Outcome(state, layout, _judged_reports(state))
+    outcome = logs.parts()
     context: list[RenderableType] = []
     rows = _latency_rows(state)
     if rows:  # where each stream's time goes: a slow stage shows without a metrics server
@@ -1024,8 +1123,7 @@ def render(state: ViewState, fit: bool = False, closing: bool = False, height: i
     earlier = [Text.assemble(_text(clock_text(heard)), " ", line) for sid, (heard, row) in state.ended.items()
                if (line := verdict(sid, row, state)) is not None]
     if height is not None and not closing and not fit:
-        return Group(_Fitted(state, layout, height, list(_link_lines(state)), [*health, *outcome],
-                             [*earlier, *context]))
+        return Group(_Fitted(state, layout, height, list(_link_lines(state)), health, logs, [*earlier, *context]))
     order = stream_order(state)
     streams = _ByWidth(lambda width, lines: _streams_table(state, layout, width, lines, order), layout)
     verdicts = _link_lines(state) + _verdict_lines(state, order)

@@ -26,7 +26,7 @@ from rich.live_render import LiveRender
 
 from streaming.checker.config import CheckerConfig
 from streaming.checker.service import CheckerService
-from streaming.messages import Alert, Status
+from streaming.messages import Alert, MissingSteps, Status
 from streaming.transport import Publisher, connect
 from streaming.view.client import live_frame
 from streaming.view.render import most_that_fit, render
@@ -121,6 +121,80 @@ def test_below_80_by_24_the_streams_are_one_line_and_the_alert_stays() -> None:
     assert any(MORE.match(line) for line in narrow) and "kitchen: now boil_water; 1 alert" in narrow
     assert any(line.startswith("now kitchen boil_water") for line in narrow)
 
+
+def alerted(alerts: int, reports: int = 0) -> ViewState:
+    """``kitchen``, live, with ``alerts`` alerts on boil_water (the k-th from k s of video, heard at 100 + k s), then
+    ``reports`` sessions ``cam00``, ``cam01``... ended without fill_kettle (heard at 200 + k s)."""
+    state = ViewState(graph_names(tea_graph()))
+    state.listening_since = 0.0
+    for k in range(alerts):
+        state.apply(Alert("kitchen", 7 + k, 100.0 + k, f"kitchen#{k + 1}", "r", 2, "boil_water", k + 1, (1,),
+                          ("fill_kettle",), False, 0.9, False, 1, "fill_kettle", 1.0, "binary", video_time=float(k)),
+                    received_at=100.0 + k)
+    for k in range(reports):
+        state.apply(MissingSteps(f"cam{k:02d}", 1, 1.0, f"cam{k:02d}#end", "s", (1,), ("fill_kettle",), False, (0.9,)),
+                    received_at=200.0 + k)
+    state.apply(status("kitchen", timestamp=300.0, alerts=alerts), received_at=300.0)
+    state.now = 300.5
+    return state
+
+
+def alerts_shown(screen: list[str]) -> list[int]:
+    """The alerts on ``screen``, each by the second of video its step began at (`alerted`), top to bottom."""
+    return [int(match[1]) for line in screen if (match := re.search(r"from (\d+)\.0 s\b", line))]
+
+
+EARLIER = re.compile(r"^ *\+ (\d+) earlier alerts \(kitchen (\d+)\)$")
+CAPTION = "P mistake: the checker's probability"
+
+
+def test_at_80_by_24_the_newest_alerts_stay_and_the_earlier_ones_are_summed_up_above_them() -> None:
+    # Drawn last, the alert that had just fired went below the bottom of the screen, where the live view is cut.
+    for width, height in ((80, 24), (120, 16)):  # the alerts as lines, then as a table
+        screen = live_screen(alerted(12), width, height)
+        assert len(screen) <= height
+        shown = alerts_shown(screen)
+        assert shown and shown == list(range(12 - len(shown), 12)), "\n".join(screen)  # the newest, oldest first
+        (earlier,) = [(k, match) for k, line in enumerate(screen) if (match := EARLIER.match(line))]
+        assert int(earlier[1][1]) == int(earlier[1][2]) == 12 - len(shown), "\n".join(screen)
+        assert earlier[0] < min(k for k, line in enumerate(screen) if "from " in line)
+        assert not any(CAPTION in line for line in screen), "\n".join(screen)
+    # The last frame, printed whole as the view stops, and output that is not a terminal, list every alert.
+    for frame in (render(alerted(12), closing=True), render(alerted(12), fit=True)):
+        console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+        console.print(frame)
+        whole = console.export_text().splitlines()
+        assert alerts_shown(whole) == list(range(12)) and not any(EARLIER.match(line) for line in whole)
+        assert any(CAPTION in line for line in whole)
+
+
+def test_short_of_lines_the_alerts_caption_goes_first_then_the_streams_rows() -> None:
+    # Five alerts: the caption made way for no row of the stream the operator watches ("no room to list them").
+    screen = live_screen(alerted(5), 80, 24)
+    assert row_ids(screen) == ["kitchen"] and alerts_shown(screen) == list(range(5)), "\n".join(screen)
+    assert not any(CAPTION in line for line in screen), "\n".join(screen)
+    # Eight alerts: every one, and the caption not cut halfway through.
+    screen = live_screen(alerted(8), 80, 24)
+    assert alerts_shown(screen) == list(range(8)) and not any(EARLIER.match(line) for line in screen)
+    assert not any(CAPTION in line for line in screen), "\n".join(screen)
+    # With room for it, the caption is there.
+    assert any(CAPTION in line for line in live_screen(alerted(8), 80, 40))
+
+
+def test_the_newest_sessions_never_done_stay_and_the_rows_they_come_after_are_summed_up() -> None:
+    # Twelve sessions that ended without a step after six alerts: the steps the last ones never did were off screen.
+    for height in (24, 18):
+        screen = live_screen(alerted(6, reports=12), 80, height)
+        assert len(screen) <= height
+        sessions = [int(match[1]) for line in screen if (match := re.search(r"│ cam(\d\d) ", line))]
+        assert sessions and sessions == list(range(12 - len(sessions), 12)), "\n".join(screen)
+        summary = [match for line in screen if (match := re.match(r"^ *\+ (\d+) earlier sessions \((.+)\)$", line))]
+        assert [int(match[1]) for match in summary] == ([12 - len(sessions)] if len(sessions) < 12 else [])
+        assert all(match[2].startswith("cam00, cam01, ") for match in summary)
+        # The alerts came before them: those that make way are summed up, not dropped in silence.
+        alerts = alerts_shown(screen)
+        assert alerts == list(range(6 - len(alerts), 6))
+        assert [int(m[1]) for line in screen if (m := EARLIER.match(line))] == [6 - len(alerts)], "\n".join(screen)
 
 def test_the_rows_kept_are_the_most_that_fit_found_in_a_few_drawings() -> None:
     # A redraw comes 8 times a second and each count of rows tried is drawn: 256 streams were not to be drawn 256 times.

@@ -1022,17 +1022,18 @@ class _Fitted:
         count = most_that_fit(len(order), room - len(outcome), lines)
         if count < len(order) and self.outcome.captioned:
             bare = _lines_of(console, options, self.outcome.parts(caption=False))
-            more = most_that_fit(len(order), room - len(bare), lines)
+            more = most_that_fit(len(order), room - len(bare), lines, {k: lines(k) for k in drawn})
             if more > count or lines(count) > room - len(outcome):
                 outcome, count = bare, more
         if lines(count) > room - len(outcome):  # not even the streams' summary beside every alert: older rows go
-            tried: dict[int, list[list[Segment]]] = {}
+            tried = {self.outcome.rows: outcome}  # every row, drawn: its lines guide the first guess
 
             def outcome_lines(newest: int) -> int:
                 tried[newest] = _lines_of(console, options, self.outcome.parts(newest, caption=False))
                 return len(tried[newest])
 
-            newest = most_that_fit(self.outcome.rows, room - lines(count), outcome_lines)
+            newest = most_that_fit(self.outcome.rows, room - lines(count), outcome_lines,
+                                   {self.outcome.rows: len(outcome)})
             outcome = tried[newest] if newest in tried else _lines_of(console, options,
                                                                        self.outcome.parts(newest, caption=False))
         table, verdicts = drawn[count] if count in drawn else self._section(console, options, order, count)
@@ -1046,21 +1047,27 @@ class _Fitted:
             yield Segment.line()
 
 
-def most_that_fit(count: int, room: int, lines: Callable[[int], int]) -> int:
+def most_that_fit(count: int, room: int, lines: Callable[[int], int], drawn: dict[int, int] | None = None) -> int:
     """The most of ``count`` rows whose drawing, ``lines(rows)`` lines high, fits in ``room`` lines; 0 where not one
-    does (or none is to fit).
+    does (or none is to fit). ``drawn``: rows -> lines of counts drawn already, not asked again.
 
     Each count tried is drawn, and a redraw comes 8 times a second: all of them are tried only where they may fit (a
     row takes a line at least, under a title and a header, so ``room`` rows never fit), then the first guesses come
     from the lines the counts tried took (rows of a group are alike), the last by bisection, which bounds the tries
     where rows differ.
     """
-    taken: dict[int, int] = {}  # rows -> lines, of the counts tried
-    if count < room:
-        taken[count] = lines(count)
+    taken: dict[int, int] = dict(drawn or {})  # rows -> lines, of the counts tried
+    if count < room or count in taken:
+        if count not in taken:
+            taken[count] = lines(count)
         if taken[count] <= room:
             return count
     low, high = 0, min(count, max(room, 0))  # low is 0 or fits; high does not
+    for rows, height in taken.items():  # the counts drawn already bound the search
+        if height <= room and low < rows < high:
+            low = rows
+        elif height > room and low < rows < high:
+            high = rows
     guesses = 2
     while high - low > 1:
         guess = (low + high) // 2
@@ -1106,7 +1113,6 @@ def render(state: ViewState, fit: bool = False, closing: bool = False, height: i
     """
     layout = _layout(state, fit)
     logs = _Outcome(state, layout, _judged_reports(state))
-    outcome = logs.parts()
     context: list[RenderableType] = []
     rows = _latency_rows(state)
     if rows:  # where each stream's time goes: a slow stage shows without a metrics server
@@ -1124,6 +1130,7 @@ def render(state: ViewState, fit: bool = False, closing: bool = False, height: i
                if (line := verdict(sid, row, state)) is not None]
     if height is not None and not closing and not fit:
         return Group(_Fitted(state, layout, height, list(_link_lines(state)), health, logs, [*earlier, *context]))
+    outcome = logs.parts()
     order = stream_order(state)
     streams = _ByWidth(lambda width, lines: _streams_table(state, layout, width, lines, order), layout)
     verdicts = _link_lines(state) + _verdict_lines(state, order)

@@ -592,15 +592,35 @@ function updateTile(tile) {
   card.append(el("p", "rates", `${fps} fps \u00b7 ${tile.frames} frames \u00b7 ` +
                                `${tile.dropped} dropped \u00b7 ${tile.gaps} gaps`));
 
+  card.dataset.rank = String(tileRank(tile));
   const existing = box.querySelector(`article[data-stream="${CSS.escape(tile.stream)}"]`);
-  if (existing) {
+  if (existing && existing.dataset.rank === card.dataset.rank) {
     existing.replaceWith(card);
   } else {
-    // Streams in name order, so tiles do not move around.
-    const after = [...box.children].find((node) => node.dataset.stream > tile.stream);
+    if (existing) existing.remove();
+    const after = [...box.children].find((node) => tileBefore(card, node));
     box.insertBefore(card, after || null);
   }
   showCounts();
+}
+
+// The groups tiles are listed in, as the terminal view lists its rows (streaming/view/render.py, stream_order):
+// the live streams with an alert, the other live ones, then the lost, the ended (or stopped) and those nothing is
+// known of now. In name order only, a flood of made-up stream ids (or a few dozen cameras) put the one stream with an
+// alert below hundreds of tiles, lost ones among them. By name within a group, a tile moves only when its stream's
+// standing changes.
+const TILE_GROUPS = ["live", "lost", "ended"];
+
+function tileRank(tile) {
+  const shown = tileState(tile);
+  if (shown === "live" && (tile.alerts > 0 || tile.last_alert)) return 0;
+  const group = TILE_GROUPS.indexOf(shown);
+  return group < 0 ? 1 + TILE_GROUPS.length : 1 + group;
+}
+
+function tileBefore(card, node) {
+  const [rank, other] = [Number(card.dataset.rank), Number(node.dataset.rank)];
+  return rank < other || (rank === other && card.dataset.stream < node.dataset.stream);
 }
 
 // A page left open for days would otherwise keep every tile it was ever sent.

@@ -808,3 +808,40 @@ def test_a_next_step_with_a_probability_under_half_a_percent_is_not_shown_as_0_p
         driver.quit()
         ctx.destroy(linger=0)
     assert shown == ["add_teabag 100%", "fill_kettle <1%"], shown
+
+
+TILE_ORDER = "return [...document.querySelectorAll('article.tile')].map((t) => t.dataset.stream);"
+
+
+def test_live_streams_with_an_alert_come_first_then_live_lost_and_ended_ones(tmp_path: Path,
+                                                                              chromium_tmp: Path) -> None:
+    # The tiles came in name order alone: under a flood of made-up stream ids (or a site of a few dozen cameras) the
+    # one stream with an alert was tile 256 of 256, 30,000 px down its column at 1,366 x 768, lost tiles before it.
+    driver = browser(chromium_tmp)
+    ctx = zmq.Context()
+    standing: dict[str, dict[str, Any]] = {
+        "aaa-live": {"alerts": 0}, "aaa-lost": {"alerts": 0, "lost": True}, "bbb-ended": {"alerts": 0, "ended": True},
+        "kitchen": {"alerts": 1}, "zzz-live": {"alerts": 0},
+    }  # fmt: skip
+
+    def speak() -> None:  # the checker re-sends every status twice a second
+        for stream, fields in standing.items():
+            fake.send(status(stream, current=None, timestamp=time.time(), **fields))
+
+    def order_is(expected: list[str]) -> bool:
+        return bool(driver.execute_script(TILE_ORDER) == expected)
+
+    try:
+        sock, endpoint = bind(ctx, zmq.XPUB, f"ipc://{tmp_path}/fake-checker")  # speaks for a checker
+        fake = Publisher(sock)
+        with serving(endpoint, warn=lambda line: None, say=lambda line: None) as served:
+            driver.get(served.url)
+            assert wait_for(lambda: fake.new_subscribers() > 0, 10)
+            first = ["kitchen", "aaa-live", "zzz-live", "aaa-lost", "bbb-ended"]
+            assert wait_for(lambda: order_is(first), 15, step=speak), driver.execute_script(TILE_ORDER)
+            standing["kitchen"] |= {"lost": True}  # its camera went silent: among the lost now
+            then = ["aaa-live", "zzz-live", "aaa-lost", "kitchen", "bbb-ended"]
+            assert wait_for(lambda: order_is(then), 15, step=speak), driver.execute_script(TILE_ORDER)
+    finally:
+        driver.quit()
+        ctx.destroy(linger=0)

@@ -227,6 +227,7 @@ function snapshot(message) {
     state.selected = again ? again.id : null;
   }
   state.alerts.clear();
+  clearUnseen(); // its card goes with the rest: what the snapshot brings is not news of this moment
   document.getElementById("alert-feed").replaceChildren();
   // Oldest first, each added on top: the newest ends first.
   message.alerts.slice().reverse().forEach((alert) => addAlert(alert, false));
@@ -451,9 +452,56 @@ function addAlert(alert, live) {
     for (const id of state.shownAt.keys()) if (!state.alerts.has(id)) state.shownAt.delete(id);
   }
   if (live) {
+    if (!existing) watchUnseen(alert, card);
     markGraph();
     showCounts();
   }
+}
+
+// -- a new alert out of sight -------------------------------------------------------------------------------------
+// A new alert goes on top of the feed: with the page scrolled down to the tiles (a phone, one column: 256 tiles make
+// it 60,000 px tall) or the feed scrolled to older alerts, it came where nobody looked, and only a count changed in a
+// header that a phone had scrolled away too. Until the newest alert is seen, a notice stays in sight and shows it.
+const unseen = {count: 0, alert: null};
+const sight = new IntersectionObserver((entries) => {
+  for (const entry of entries) {
+    if (!entry.target.isConnected || !unseen.alert || entry.target.dataset.id !== String(unseen.alert.id)) continue;
+    // Half of it in sight, or a third of the window (a card with its picture may be taller than the window).
+    if (entry.intersectionRatio >= 0.5 || entry.intersectionRect.height >= innerHeight / 3) clearUnseen();
+    else showUnseen();
+  }
+}, {threshold: [0, 0.25, 0.5, 0.75, 1]});
+
+function watchUnseen(alert, card) {
+  unseen.count += 1;
+  unseen.alert = alert;
+  sight.disconnect();
+  sight.observe(card); // its first report says whether the card came in sight
+}
+
+function showUnseen() {
+  const notice = document.getElementById("new-alert");
+  const {step_name: step, stream} = unseen.alert;
+  notice.textContent = unseen.count > 1
+    ? `\u26a0 ${unseen.count} new alerts out of sight, the newest ${step} on stream ${stream}: show it`
+    : `\u26a0 New alert out of sight: ${step} on stream ${stream}: show it`;
+  notice.hidden = false;
+}
+
+function clearUnseen() {
+  unseen.count = 0;
+  unseen.alert = null;
+  sight.disconnect();
+  document.getElementById("new-alert").hidden = true;
+}
+
+function showNewest() {
+  const card = unseen.alert && document.querySelector(`#alert-feed li[data-id="${unseen.alert.id}"]`);
+  clearUnseen();
+  if (!card) return; // pushed out of the kept alerts meanwhile
+  document.getElementById("alert-feed").scrollTop = 0;
+  card.scrollIntoView({block: "center"});
+  card.focus({preventScroll: true}); // Tab goes on to its Acknowledge button
 }
 
 // A later copy of an alert (the early alert confirmed, a re-send) redraws its card: an acknowledgement the user has
@@ -477,6 +525,7 @@ function replaceCard(existing, card) {
   const focused = existing.contains(document.activeElement);
   const onButton = focused && document.activeElement.matches("button.ack");
   existing.replaceWith(card);
+  if (unseen.alert && card.dataset.id === String(unseen.alert.id)) sight.observe(card); // the old card is gone
   if (focused) (onButton && button && !button.disabled ? button : card).focus();
 }
 
@@ -824,5 +873,6 @@ function markGraph() {
                         `\u2717 missing: ${names}.`;
 }
 
+document.getElementById("new-alert").addEventListener("click", showNewest);
 connect();
 setInterval(() => { watchSilence(); watchDay(); }, 1000);

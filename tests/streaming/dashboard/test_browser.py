@@ -5,7 +5,8 @@ says when it cannot know: tiles while the checker is down and after a restarted 
 that is not the checker's, when an alert was raised; while the page has lost its dashboard (closed, or silent with its
 socket open), and once a restarted one (another graph, another token) is back; keyboard-only selection and
 acknowledgement, the alert marked once the selected one is gone, the day of an old alert, a console free of errors;
-15 streams and a 64-character stream id at 1,280 and 390 px.
+15 streams and a 64-character stream id at 1,280 and 390 px; the tiles' order (live streams with an alert first)
+and the notice of a new alert that came out of sight.
 
 Skips, saying why, where selenium, Debian's ``chromium`` or its ``chromium-driver`` is missing (`.ci/run` installs
 them as root where a Debian mirror answers).
@@ -37,7 +38,7 @@ from streaming.dashboard.access import BindAddress
 from streaming.demo.paths import default_demo_paths
 from streaming.transport import Publisher, bind, connect
 from tests.streaming.dashboard.serving import get, serving
-from tests.streaming.dashboard.test_state import status
+from tests.streaming.dashboard.test_state import alert, status
 from tests.streaming.helpers import MISTAKE_STEP, STREAM_DETECT, beat, keystep, running_checker, tea_graph, wait_for
 
 HOSTILE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">boil_water'
@@ -842,6 +843,51 @@ def test_live_streams_with_an_alert_come_first_then_live_lost_and_ended_ones(tmp
             standing["kitchen"] |= {"lost": True}  # its camera went silent: among the lost now
             then = ["aaa-live", "zzz-live", "aaa-lost", "kitchen", "bbb-ended"]
             assert wait_for(lambda: order_is(then), 15, step=speak), driver.execute_script(TILE_ORDER)
+    finally:
+        driver.quit()
+        ctx.destroy(linger=0)
+
+
+NOTICE = ("const n = document.getElementById('new-alert'); const b = n?.getBoundingClientRect(); "
+          "return n && !n.hidden && b.top >= 0 && b.bottom <= innerHeight && n.textContent;")
+NEWEST_IN_SIGHT = ("const c = document.querySelector('#alert-feed li.alert'); const b = c.getBoundingClientRect(); "
+                   "return b.top >= 0 && b.top < innerHeight && document.getElementById('new-alert').hidden && "
+                   "document.activeElement === c && c.dataset.id;")
+
+
+def test_a_new_alert_out_of_sight_on_a_phone_scrolled_down_is_announced_until_shown(tmp_path: Path,
+                                                                                      chromium_tmp: Path) -> None:
+    # At 390 px the tiles of 30 streams come under the alerts: a supervisor reading the last tiles was 6,000 px below
+    # the feed, the header's count scrolled away too, and a new alert came where nobody looked.
+    driver = browser(chromium_tmp)
+    ctx = zmq.Context()
+    streams = [f"cam{i:02d}" for i in range(30)]
+
+    def speak() -> None:
+        for stream in streams:
+            fake.send(status(stream, timestamp=time.time()))
+
+    try:
+        sock, endpoint = bind(ctx, zmq.XPUB, f"ipc://{tmp_path}/fake-checker")  # speaks for a checker
+        fake = Publisher(sock)
+        with serving(endpoint, warn=lambda line: None, say=lambda line: None) as served:
+            driver.set_window_size(390, 844)
+            driver.get(served.url)
+            assert wait_for(lambda: fake.new_subscribers() > 0, 10)
+            assert wait_for(lambda: driver.execute_script("return document.querySelectorAll('article.tile').length")
+                            == len(streams), 15, step=speak)  # fmt: skip
+            # In sight (the page at its top): no notice.
+            fake.send(alert(0, stream="cam00", timestamp=time.time()))
+            wait_until(driver, ALERT_CARD, 10)
+            assert driver.execute_async_script(  # once the browser has laid it out and reported what is in sight
+                "const done = arguments[0]; requestAnimationFrame(() => requestAnimationFrame(() => "
+                "done(document.getElementById('new-alert')?.hidden ?? true)));")
+            driver.execute_script("window.scrollTo(0, document.documentElement.scrollHeight);")
+            fake.send(alert(1, stream="cam29", step_name="add_milk", timestamp=time.time()))
+            said = wait_until(driver, NOTICE, 10)
+            assert "New alert out of sight: add_milk on stream cam29" in said, said
+            driver.execute_script("document.getElementById('new-alert').click();")
+            assert wait_until(driver, NEWEST_IN_SIGHT, 10) == "2"
     finally:
         driver.quit()
         ctx.destroy(linger=0)

@@ -15,8 +15,6 @@ import pytest
 import zmq
 
 from graphs.common.errors import InputError, RunError
-from streaming.checker.config import CheckerConfig
-from streaming.checker.service import CheckerService
 from streaming.demo.paths import default_demo_paths
 from streaming.detector import (
     DetectorConfig,
@@ -46,7 +44,6 @@ from tests.streaming.helpers import (
     StalledStream,
     running_checker,
     silent_server,
-    tea_graph,
     wait_for,
     write_noise_video,
 )
@@ -177,15 +174,7 @@ def test_a_stream_lost_mid_run_stays_lost_at_the_checker(tmp_path: Path) -> None
     # reopen attempts and sent its last heartbeat, not `ended`, which showed it live again for a --stream-timeout.
     parts = load_parts(StreamSource("demo", str(GRAPH_FILE), str(DETECTOR)))
     lossy = ReaderConfig(stall_timeout_s=2.0, reopen_attempts=1, reopen_backoff_s=0.1, reopen_backoff_max_s=0.1)
-    ctx = zmq.Context()
     log: list[str] = []
-    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0",
-                                                        stream_timeout_s=1.0), ctx,
-                             log=lambda line, *_args, **_fields: log.append(line))
-    stop = threading.Event()
-    checker = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    checker.start()
-    viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
     kept: dict[str, KeptMessages] = {}
     states: list[str] = []  # the stream's state in each status the checker published, as a viewer saw it
 
@@ -198,7 +187,8 @@ def test_a_stream_lost_mid_run_stays_lost_at_the_checker(tmp_path: Path) -> None
                 states.append(state)
 
     outcome: list[list[DetectorStats]] = []
-    try:
+    with running_checker(tmp_path, log=log, stream_timeout_s=1.0) as (ctx, service, _):
+        viewer = Viewer(ctx, service.alerts_endpoint, ViewState(), jsonl=False)
         with StalledStream(frames=5) as camera:
             sources = (StreamSource(camera.url, str(GRAPH_FILE), str(DETECTOR), reader=lossy),)
             config = PipelineConfig(sources, DetectorConfig(connect=service.events_endpoint), ("cam",))
@@ -212,11 +202,7 @@ def test_a_stream_lost_mid_run_stays_lost_at_the_checker(tmp_path: Path) -> None
         assert wait_for(lambda: "lost" in states and "cam" in service.core.streams
                         and service.core.streams["cam"].lost
                         and time.monotonic() - service.core.streams["cam"].last_heard > 2.0, 10.0, pump)
-    finally:
         viewer.close()
-        stop.set()
-        checker.join(5)
-        ctx.destroy(linger=0)
     [(stats,)] = outcome
     assert "reopen attempts failed" in stats.error and stats.frames >= 1, stats
     assert states == ["live", "lost"], states

@@ -13,10 +13,8 @@ import re
 import struct
 import subprocess
 import termios
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pyte
@@ -24,14 +22,12 @@ import zmq
 from rich.console import Console
 from rich.live_render import LiveRender
 
-from streaming.checker.config import CheckerConfig
-from streaming.checker.service import CheckerService
 from streaming.messages import Alert, MissingSteps, Status
 from streaming.transport import Publisher, connect
 from streaming.view.client import live_frame
 from streaming.view.render import most_that_fit, render
 from streaming.view.state import ViewState, graph_names
-from tests.streaming.helpers import STREAM_DETECT, beat, drain_terminal, keystep, tea_graph, wait_for
+from tests.streaming.helpers import STREAM_DETECT, beat, drain_terminal, keystep, running_checker, tea_graph, wait_for
 
 ALERT_LINE = "boil_water before fill_kettle"  # the demo's mistake, as the alert log's lines say it at 80 columns
 MORE = re.compile(r"^\+ (\d+) more streams \((.+)\)$")
@@ -227,34 +223,19 @@ class Drawing:
         return 8 + sum(self.heights[:rows])
 
 
-@contextmanager
-def checker_on_loopback() -> Iterator[tuple[zmq.Context, CheckerService]]:
-    """A checker on `tea_graph` bound to free TCP ports of 127.0.0.1, served by a thread for the block."""
-    ctx = zmq.Context()
-    stop = threading.Event()
-    service = CheckerService(tea_graph(), CheckerConfig("tcp://127.0.0.1:0", "tcp://127.0.0.1:0"), ctx)
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        yield ctx, service
-    finally:
-        stop.set()
-        thread.join(5)
-        ctx.destroy(linger=0)
-
-
 def set_size(fd: int, columns: int, rows: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
 
 
-def test_a_flood_of_stream_ids_leaves_the_alert_on_an_80_by_24_terminal_and_a_resize_shows_more_rows() -> None:
+def test_a_flood_of_stream_ids_leaves_the_alert_on_an_80_by_24_terminal_and_a_resize_shows_more_rows(
+        tmp_path: Path) -> None:
     master, slave = pty.openpty()
     set_size(slave, 80, 24)
     # The size is the terminal's own: LINES or COLUMNS in the environment would hold rich to them through a resize.
     env = {key: value for key, value in os.environ.items() if key not in ("LINES", "COLUMNS")} | {"TERM": "xterm"}
     terminal = pyte.Screen(80, 24)
     fed = pyte.ByteStream(terminal)
-    with checker_on_loopback() as (ctx, service):
+    with running_checker(tmp_path) as (ctx, service, _):
         view = subprocess.Popen([*STREAM_DETECT, "view", "--connect", service.alerts_endpoint, "--demo"],
                                 stdin=slave, stdout=slave, stderr=subprocess.DEVNULL, env=env)
         os.close(slave)

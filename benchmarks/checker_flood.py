@@ -53,7 +53,7 @@ from streaming.curve_keys import CurveClient
 from streaming.demo.paths import default_demo_paths
 from streaming.demo.procedure import PRECONDITIONS
 from streaming.messages import MAX_HISTORY, Alert, CheckerHealth, Heartbeat, KeyStepEvent, Status, encode
-from streaming.transport import HEARTBEAT_S, Publisher, connect
+from streaming.transport import MIN_STREAM_TIMEOUT_S, Publisher, connect
 from streaming.view.client import Viewer
 from streaming.view.state import ViewState
 
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="victim key-steps per second")
     parser.add_argument("--streams", type=bounded_option(Bound(1, MAX_STREAMS)), default=8,
                         help="stream ids the replay flood goes round")
-    parser.add_argument("--stream-timeout", type=bounded_option(Bound(2 * HEARTBEAT_S, MAX_STREAM_TIMEOUT_S,
+    parser.add_argument("--stream-timeout", type=bounded_option(Bound(MIN_STREAM_TIMEOUT_S, MAX_STREAM_TIMEOUT_S,
                                                                       note="seconds"), integer=False),
                         default=1.0, help=f"the checker's --stream-timeout: its streams are freed {FORGET_AFTER} "
                                           "times as long after their last message")

@@ -919,6 +919,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
              "--exclude-videos leaves the judged videos out)")
     runs: list[VideoRun] = []
     cached = 0
+    shortest = chain.segmenter.shortest_step(chain.checkpoint.class_step_ids)  # the chain's, the same for every video
     bars = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=Console(stderr=True), disable=not progress)
     with bars:
@@ -936,8 +937,7 @@ def evaluate(config: EvalConfig, progress: bool = True, warn: Callable[[str], No
                 _store(path, record, warn)
             else:
                 cached += 1
-            runs.append(check_record(record, video, chain.graph, config.checking,
-                                     chain.segmenter.shortest_step(chain.checkpoint.class_step_ids)))
+            runs.append(check_record(record, video, chain.graph, config.checking, shortest))
             bars.advance(task)
     settings = {
         "graph": config.graph,

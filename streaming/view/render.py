@@ -1036,7 +1036,7 @@ class _Fitted:
                                    {self.outcome.rows: len(outcome)})
             outcome = tried[newest] if newest in tried else _lines_of(console, options,
                                                                        self.outcome.parts(newest, caption=False))
-        table, verdicts = drawn[count] if count in drawn else self._section(console, options, order, count)
+        table, verdicts = drawn[count]  # drawn by the test of its height above
         screen = [*table, *links, *verdicts, *health, *outcome]
         for part in self.rest:  # once past the bottom, the rest is not drawn: Live would cut it off
             if len(screen) > self.height:
